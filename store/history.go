@@ -1,0 +1,243 @@
+package store
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+)
+
+// HistoryQuery selects versions for the instance, type or system history.
+type HistoryQuery struct {
+	Type string // empty for system history
+	ID   string // empty for type or system history
+	// Count is the page size.
+	Count int
+	// Since keeps versions written at or after this instant.
+	Since *time.Time
+	// At keeps versions that were current at some point in [At.Lo, At.Hi].
+	At *TimeRange
+	// After continues below this position (next page); Before continues
+	// above it (previous page). At most one is set.
+	After, Before *HistoryPosition
+}
+
+// TimeRange is a closed interval of instants.
+type TimeRange struct{ Lo, Hi time.Time }
+
+// HistoryPosition is a place in the newest-first order of history rows.
+type HistoryPosition struct {
+	LastUpdated time.Time
+	Key         string
+}
+
+// HistoryPage is one page of versions, newest first.
+type HistoryPage struct {
+	Entries []*Resource
+	// Total counts every version the query selects, across pages.
+	Total int64
+	// First and Last are the positions of the page's ends, for paging links.
+	First, Last *HistoryPosition
+	// HasNext and HasPrevious tell whether older or newer versions remain.
+	HasNext, HasPrevious bool
+}
+
+// History returns one page of versions. Pages are keyed by position, not by
+// offset, so writes that happen while a client pages do not shift them.
+func (s *Store) History(ctx context.Context, tenant string, q HistoryQuery) (*HistoryPage, error) {
+	if q.Type != "" {
+		if err := s.checkType(q.Type); err != nil {
+			return nil, err
+		}
+	}
+	if q.Count <= 0 {
+		q.Count = 10
+	}
+	coll := s.tenantDB(tenant).Collection(historyCollection)
+	total, err := s.historyTotal(ctx, coll, q)
+	if err != nil {
+		return nil, err
+	}
+	var to *time.Time
+	if q.At != nil {
+		to = &q.At.Hi
+	}
+	filter, dir := historyFilter(q, q.Since, to), -1
+	switch {
+	case q.After != nil:
+		filter = append(filter, keyset(q.After, "$lt"))
+	case q.Before != nil:
+		filter, dir = append(filter, keyset(q.Before, "$gt")), 1
+	}
+	rows, err := s.historyRows(ctx, coll, q, filter, dir)
+	if err != nil {
+		return nil, err
+	}
+	return newHistoryPage(q, rows, total)
+}
+
+func newHistoryPage(q HistoryQuery, rows []*historyDoc, total int64) (*HistoryPage, error) {
+	page := &HistoryPage{Total: total}
+	more := len(rows) > q.Count
+	if more {
+		rows = rows[:q.Count]
+	}
+	if q.Before != nil {
+		slices.Reverse(rows)
+		page.HasPrevious, page.HasNext = more, true
+	} else {
+		page.HasNext, page.HasPrevious = more, q.After != nil
+	}
+	for _, h := range rows {
+		res, err := h.toResource()
+		if err != nil {
+			return nil, err
+		}
+		page.Entries = append(page.Entries, res)
+	}
+	if n := len(rows); n > 0 {
+		page.First = &HistoryPosition{LastUpdated: rows[0].LastUpdated, Key: rows[0].Key}
+		page.Last = &HistoryPosition{LastUpdated: rows[n-1].LastUpdated, Key: rows[n-1].Key}
+	}
+	return page, nil
+}
+
+// historyFilter selects the resource or type and lastUpdated in [from, to].
+func historyFilter(q HistoryQuery, from, to *time.Time) bson.D {
+	f := bson.D{}
+	if q.Type != "" {
+		f = append(f, bson.E{Key: "type", Value: q.Type})
+	}
+	if q.ID != "" {
+		f = append(f, bson.E{Key: "id", Value: q.ID})
+	}
+	ts := bson.D{}
+	if from != nil {
+		ts = append(ts, bson.E{Key: "$gte", Value: *from})
+	}
+	if to != nil {
+		ts = append(ts, bson.E{Key: "$lte", Value: *to})
+	}
+	if len(ts) > 0 {
+		f = append(f, bson.E{Key: "lastUpdated", Value: ts})
+	}
+	return f
+}
+
+// keyset selects rows strictly beyond pos in the (lastUpdated, _id) order.
+func keyset(pos *HistoryPosition, op string) bson.E {
+	return bson.E{Key: "$or", Value: bson.A{
+		bson.D{{Key: "lastUpdated", Value: bson.D{{Key: op, Value: pos.LastUpdated}}}},
+		bson.D{{Key: "lastUpdated", Value: pos.LastUpdated}, {Key: "_id", Value: bson.D{{Key: op, Value: pos.Key}}}},
+	}}
+}
+
+// historyRows reads up to Count+1 rows matching filter. With _at, rows that
+// were superseded before the range began are dropped, reading on in batches
+// until the page is full or the rows run out.
+func (s *Store) historyRows(ctx context.Context, coll *mongo.Collection, q HistoryQuery, filter bson.D, dir int) ([]*historyDoc, error) {
+	want := q.Count + 1
+	base := filter
+	var kept []*historyDoc
+	for {
+		limit := want - len(kept)
+		opts := options.Find().
+			SetSort(bson.D{{Key: "lastUpdated", Value: dir}, {Key: "_id", Value: dir}}).
+			SetLimit(int64(limit))
+		cur, err := coll.Find(ctx, filter, opts)
+		if err != nil {
+			return nil, dbError("read history", err)
+		}
+		var batch []*historyDoc
+		if err := cur.All(ctx, &batch); err != nil {
+			return nil, dbError("read history", err)
+		}
+		fetched := len(batch)
+		if q.At != nil && fetched > 0 {
+			last := batch[fetched-1]
+			op := map[int]string{-1: "$lt", 1: "$gt"}[dir]
+			filter = append(base[:len(base):len(base)], keyset(&HistoryPosition{LastUpdated: last.LastUpdated, Key: last.Key}, op))
+			if batch, err = s.dropSuperseded(ctx, coll, batch, q.At.Lo); err != nil {
+				return nil, err
+			}
+		}
+		kept = append(kept, batch...)
+		if q.At == nil || fetched < limit || len(kept) >= want {
+			return kept, nil
+		}
+	}
+}
+// dropSuperseded removes rows written at or before lo whose next version was
+// also written at or before lo: they were not current at any time from lo on.
+func (s *Store) dropSuperseded(ctx context.Context, coll *mongo.Collection, rows []*historyDoc, lo time.Time) ([]*historyDoc, error) {
+	var next []string
+	for _, h := range rows {
+		if !h.LastUpdated.After(lo) {
+			next = append(next, historyKey(h.Type, h.ID, h.VID+1))
+		}
+	}
+	if len(next) == 0 {
+		return rows, nil
+	}
+	filter := bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: next}}}, {Key: "lastUpdated", Value: bson.D{{Key: "$lte", Value: lo}}}}
+	cur, err := coll.Find(ctx, filter, options.Find().SetProjection(bson.D{{Key: "_id", Value: 1}}))
+	if err != nil {
+		return nil, dbError("read history successors", err)
+	}
+	var succ []struct {
+		Key string `bson:"_id"`
+	}
+	if err := cur.All(ctx, &succ); err != nil {
+		return nil, dbError("read history successors", err)
+	}
+	superseded := make(map[string]bool, len(succ))
+	for _, x := range succ {
+		superseded[x.Key] = true
+	}
+	out := rows[:0]
+	for _, h := range rows {
+		if !superseded[historyKey(h.Type, h.ID, h.VID+1)] {
+			out = append(out, h)
+		}
+	}
+	return out, nil
+}
+
+// historyTotal counts the versions the query selects: with _at, the versions
+// written inside the range plus one per resource that existed when it began.
+func (s *Store) historyTotal(ctx context.Context, coll *mongo.Collection, q HistoryQuery) (int64, error) {
+	if q.At == nil {
+		n, err := coll.CountDocuments(ctx, historyFilter(q, q.Since, nil))
+		return n, dbError("count history", err)
+	}
+	from := q.At.Lo.Add(time.Millisecond) // stored instants have millisecond precision
+	if q.Since != nil && q.Since.After(from) {
+		from = *q.Since
+	}
+	n, err := coll.CountDocuments(ctx, historyFilter(q, &from, &q.At.Hi))
+	if err != nil {
+		return 0, dbError("count history", err)
+	}
+	pipeline := mongo.Pipeline{
+		{{Key: "$match", Value: historyFilter(q, q.Since, &q.At.Lo)}},
+		{{Key: "$group", Value: bson.D{{Key: "_id", Value: bson.D{{Key: "type", Value: "$type"}, {Key: "id", Value: "$id"}}}}}},
+		{{Key: "$count", Value: "n"}},
+	}
+	cur, err := coll.Aggregate(ctx, pipeline)
+	if err != nil {
+		return 0, dbError("count history", err)
+	}
+	var res []struct {
+		N int64 `bson:"n"`
+	}
+	if err := cur.All(ctx, &res); err != nil {
+		return 0, dbError("count history", err)
+	}
+	if len(res) > 0 {
+		n += res[0].N
+	}
+	return n, nil
+}

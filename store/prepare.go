@@ -1,0 +1,148 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"fhirstore/store/document"
+)
+
+// InstantLayout renders meta.lastUpdated: a FHIR instant in UTC with milliseconds.
+const InstantLayout = "2006-01-02T15:04:05.000Z07:00"
+
+// prepared is a parsed, checked resource waiting for its id and version.
+type prepared struct {
+	typ      string
+	doc      bson.D
+	numText  []document.NumText
+	warnings []Issue
+}
+
+// prepare parses body and checks what every write needs: a JSON object of
+// type typ whose id (for updates) matches the URL, passing the validator.
+func (s *Store) prepare(ctx context.Context, typ, id string, body []byte) (*prepared, error) {
+	dec, err := document.FromJSON(body, s.opts.MaxDepth)
+	if err != nil {
+		var se *document.SyntaxError
+		if errors.As(err, &se) {
+			return nil, syntaxIssue("structure", se.Msg, prefixPath(typ, se.Path))
+		}
+		return nil, err
+	}
+	rt, ok := lookup(dec.Doc, "resourceType").(string)
+	switch {
+	case !ok:
+		return nil, syntaxIssue("required", "the resource has no resourceType", "")
+	case rt != typ:
+		return nil, syntaxIssue("invalid", fmt.Sprintf("resourceType %q does not match the %s endpoint", rt, typ), "resourceType")
+	}
+	if err := checkBodyID(typ, id, dec.Doc); err != nil {
+		return nil, err
+	}
+	if m, present := lookupOK(dec.Doc, "meta"); present {
+		if _, ok := m.(bson.D); !ok {
+			return nil, &InvalidError{Issues: []Issue{{Severity: "error", Code: "structure", Diagnostics: "meta must be an object", Expression: typ + ".meta"}}}
+		}
+	}
+	p := &prepared{typ: typ, doc: dec.Doc, numText: dec.NumText}
+	if s.opts.Validate != nil {
+		warnings, err := s.opts.Validate(ctx, typ, body)
+		if err != nil {
+			return nil, err
+		}
+		p.warnings = warnings
+	}
+	return p, nil
+}
+
+func checkBodyID(typ, urlID string, doc bson.D) error {
+	v, present := lookupOK(doc, "id")
+	if urlID == "" { // create: the server assigns the id and ignores the client's
+		return nil
+	}
+	bodyID, isString := v.(string)
+	switch {
+	case !present:
+		return syntaxIssue("required", fmt.Sprintf("the resource has no id; an update needs id %q in the body", urlID), typ+".id")
+	case !isString:
+		return syntaxIssue("structure", "id must be a string", typ+".id")
+	case bodyID != urlID:
+		return syntaxIssue("invalid", fmt.Sprintf("id %q in the body does not match id %q in the URL", bodyID, urlID), typ+".id")
+	}
+	return nil
+}
+
+// finish sets id and meta.versionId/lastUpdated and returns the stored BSON
+// and the JSON the client will see.
+func (p *prepared) finish(id string, vid int, ts time.Time) (bson.Raw, []byte, error) {
+	doc := setKey(p.doc, "id", id, "resourceType")
+	meta, _ := lookup(doc, "meta").(bson.D)
+	meta = setKey(meta, "versionId", fmt.Sprint(vid), "")
+	meta = setKey(meta, "lastUpdated", ts.UTC().Format(InstantLayout), "versionId")
+	doc = setKey(doc, "meta", meta, "id")
+	raw, err := bson.Marshal(doc)
+	if err != nil {
+		return nil, nil, fmt.Errorf("encode %s/%s: %w", p.typ, id, err)
+	}
+	out, err := document.ToJSON(raw, p.numText)
+	if err != nil {
+		return nil, nil, err
+	}
+	return raw, out, nil
+}
+
+func lookup(doc bson.D, key string) any {
+	v, _ := lookupOK(doc, key)
+	return v
+}
+
+func lookupOK(doc bson.D, key string) (any, bool) {
+	for _, e := range doc {
+		if e.Key == key {
+			return e.Value, true
+		}
+	}
+	return nil, false
+}
+
+// setKey returns doc with key set to v: in place when present, otherwise
+// right after the key named after (or first when after is absent or empty).
+func setKey(doc bson.D, key string, v any, after string) bson.D {
+	out := make(bson.D, 0, len(doc)+1)
+	for _, e := range doc {
+		if e.Key == key {
+			e.Value = v
+			out = append(out, e)
+			continue
+		}
+		out = append(out, e)
+	}
+	if _, ok := lookupOK(doc, key); ok {
+		return out
+	}
+	pos := 0
+	for i, e := range out {
+		if e.Key == after {
+			pos = i + 1
+		}
+	}
+	out = append(out, bson.E{})
+	copy(out[pos+1:], out[pos:])
+	out[pos] = bson.E{Key: key, Value: v}
+	return out
+}
+
+func syntaxIssue(code, msg, expr string) *InvalidError {
+	return &InvalidError{Syntax: true, Issues: []Issue{{Severity: "error", Code: code, Diagnostics: msg, Expression: expr}}}
+}
+
+func prefixPath(typ, path string) string {
+	if path == "" {
+		return ""
+	}
+	return typ + "." + path
+}

@@ -1,0 +1,329 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.uber.org/zap"
+
+	"fhirstore/store/document"
+)
+
+const historyCollection = "history"
+
+// Resource is one version of a resource as stored.
+type Resource struct {
+	Type        string
+	ID          string
+	VersionID   int
+	LastUpdated time.Time
+	// Method is the interaction that produced the version: POST, PUT or DELETE.
+	Method string
+	// Deleted marks a deletion; JSON is then nil.
+	Deleted bool
+	// JSON is the resource as the client sent it, with id and meta set.
+	JSON []byte
+	// Warnings are non-fatal validation issues of the write that produced it.
+	Warnings []Issue
+}
+
+// WriteOptions carry the preconditions of a write.
+type WriteOptions struct {
+	// IfMatch, when set, is the version the resource must currently have.
+	IfMatch *int
+}
+
+// idPattern is the FHIR id datatype.
+var idPattern = regexp.MustCompile(`^[A-Za-z0-9\-.]{1,64}$`)
+
+// ValidateID reports whether id is a valid FHIR logical id.
+func ValidateID(id string) error {
+	if !idPattern.MatchString(id) {
+		return fmt.Errorf("%w %q: use 1-64 letters, digits, '-' or '.'", ErrInvalidID, id)
+	}
+	return nil
+}
+
+// storedDoc is the current-collection document.
+type storedDoc struct {
+	ID          string             `bson:"_id"`
+	VID         int                `bson:"vid"`
+	LastUpdated time.Time          `bson:"lastUpdated"`
+	Deleted     bool               `bson:"deleted"`
+	Method      string             `bson:"method,omitempty"`
+	Resource    bson.Raw           `bson:"resource,omitempty"`
+	NumText     []document.NumText `bson:"numText,omitempty"`
+}
+
+// historyDoc is a row of the history collection.
+type historyDoc struct {
+	Key         string             `bson:"_id"`
+	Type        string             `bson:"type"`
+	ID          string             `bson:"id"`
+	VID         int                `bson:"vid"`
+	LastUpdated time.Time          `bson:"lastUpdated"`
+	Method      string             `bson:"method"`
+	Resource    bson.Raw           `bson:"resource,omitempty"`
+	NumText     []document.NumText `bson:"numText,omitempty"`
+}
+
+func historyKey(typ, id string, vid int) string { return typ + "/" + id + "/" + strconv.Itoa(vid) }
+
+func (s *Store) checkType(typ string) error {
+	if !s.opts.ResourceTypes(typ) {
+		return fmt.Errorf("%w %q", ErrUnknownType, typ)
+	}
+	return nil
+}
+
+// Create stores body as a new resource of type typ with a server-assigned id.
+func (s *Store) Create(ctx context.Context, tenant, typ string, body []byte) (*Resource, error) {
+	if err := s.checkType(typ); err != nil {
+		return nil, err
+	}
+	in, err := s.prepare(ctx, typ, "", body)
+	if err != nil {
+		return nil, err
+	}
+	id := uuid.NewString()
+	res, err := s.write(ctx, tenant, in, id, nil, "POST")
+	if err != nil {
+		return nil, fmt.Errorf("create %s: %w", typ, err)
+	}
+	return res, nil
+}
+
+// Update stores body as the next version of typ/id, creating the resource
+// when it does not exist (created reports which happened).
+func (s *Store) Update(ctx context.Context, tenant, typ, id string, body []byte, opts WriteOptions) (res *Resource, created bool, err error) {
+	if err := s.checkType(typ); err != nil {
+		return nil, false, err
+	}
+	if err := ValidateID(id); err != nil {
+		return nil, false, err
+	}
+	in, err := s.prepare(ctx, typ, id, body)
+	if err != nil {
+		return nil, false, err
+	}
+	cur, err := s.current(ctx, tenant, typ, id)
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return nil, false, fmt.Errorf("update %s/%s: %w", typ, id, err)
+	}
+	if err := checkIfMatch(opts.IfMatch, cur); err != nil {
+		return nil, false, fmt.Errorf("update %s/%s: %w", typ, id, err)
+	}
+	res, err = s.write(ctx, tenant, in, id, cur, "PUT")
+	if err != nil {
+		return nil, false, fmt.Errorf("update %s/%s: %w", typ, id, s.conflict(err, opts))
+	}
+	return res, cur == nil, nil
+}
+
+// Delete records the deletion of typ/id as a new version. Deleting a deleted
+// resource changes nothing and returns ErrGone; an unknown one ErrNotFound.
+func (s *Store) Delete(ctx context.Context, tenant, typ, id string, opts WriteOptions) (*Resource, error) {
+	if err := s.checkType(typ); err != nil {
+		return nil, err
+	}
+	if err := ValidateID(id); err != nil {
+		return nil, err
+	}
+	cur, err := s.current(ctx, tenant, typ, id)
+	if err != nil {
+		return nil, fmt.Errorf("delete %s/%s: %w", typ, id, err)
+	}
+	if err := checkIfMatch(opts.IfMatch, cur); err != nil {
+		return nil, fmt.Errorf("delete %s/%s: %w", typ, id, err)
+	}
+	if cur.Deleted {
+		return nil, fmt.Errorf("delete %s/%s: %w", typ, id, ErrGone)
+	}
+	res, err := s.write(ctx, tenant, &prepared{typ: typ}, id, cur, "DELETE")
+	if err != nil {
+		return nil, fmt.Errorf("delete %s/%s: %w", typ, id, s.conflict(err, opts))
+	}
+	return res, nil
+}
+
+func (s *Store) conflict(err error, opts WriteOptions) error {
+	if errors.Is(err, ErrConflict) && opts.IfMatch != nil {
+		return fmt.Errorf("%w: changed concurrently", ErrPreconditionFailed)
+	}
+	return err
+}
+
+func checkIfMatch(want *int, cur *storedDoc) error {
+	if want == nil {
+		return nil
+	}
+	if cur == nil {
+		return fmt.Errorf("%w: If-Match W/\"%d\" but the resource does not exist", ErrPreconditionFailed, *want)
+	}
+	if cur.VID != *want {
+		return fmt.Errorf("%w: If-Match W/\"%d\" but the current version is %d", ErrPreconditionFailed, *want, cur.VID)
+	}
+	return nil
+}
+
+// Read returns the current version of typ/id. A deleted resource yields
+// ErrGone together with the deletion's version (JSON nil).
+func (s *Store) Read(ctx context.Context, tenant, typ, id string) (*Resource, error) {
+	if err := s.checkType(typ); err != nil {
+		return nil, err
+	}
+	if ValidateID(id) != nil {
+		return nil, fmt.Errorf("read %s/%s: %w", typ, id, ErrNotFound)
+	}
+	cur, err := s.current(ctx, tenant, typ, id)
+	if err != nil {
+		return nil, fmt.Errorf("read %s/%s: %w", typ, id, err)
+	}
+	res, err := cur.toResource(typ)
+	if err != nil {
+		return nil, fmt.Errorf("read %s/%s: %w", typ, id, err)
+	}
+	if cur.Deleted {
+		return res, fmt.Errorf("read %s/%s: %w", typ, id, ErrGone)
+	}
+	return res, nil
+}
+
+// VRead returns version vid of typ/id; a deletion version yields ErrGone.
+func (s *Store) VRead(ctx context.Context, tenant, typ, id string, vid string) (*Resource, error) {
+	if err := s.checkType(typ); err != nil {
+		return nil, err
+	}
+	n, err := strconv.Atoi(vid)
+	if err != nil || n < 1 || ValidateID(id) != nil {
+		return nil, fmt.Errorf("vread %s/%s/_history/%s: %w", typ, id, vid, ErrNotFound)
+	}
+	var h historyDoc
+	err = s.tenantDB(tenant).Collection(historyCollection).FindOne(ctx, bson.D{{Key: "_id", Value: historyKey(typ, id, n)}}).Decode(&h)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return nil, fmt.Errorf("vread %s/%s/_history/%d: %w", typ, id, n, ErrNotFound)
+	}
+	if err != nil {
+		return nil, dbError(fmt.Sprintf("vread %s/%s/_history/%d", typ, id, n), err)
+	}
+	res, err := h.toResource()
+	if err != nil {
+		return nil, err
+	}
+	if res.Deleted {
+		return res, fmt.Errorf("vread %s/%s/_history/%d: %w", typ, id, n, ErrGone)
+	}
+	return res, nil
+}
+
+func (s *Store) current(ctx context.Context, tenant, typ, id string) (*storedDoc, error) {
+	var d storedDoc
+	err := s.tenantDB(tenant).Collection(typ).FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Decode(&d)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, dbError("find current version", err)
+	}
+	return &d, nil
+}
+
+// write is the one path every change takes: next version and timestamp,
+// history row (its unique _id is the optimistic lock), then current row.
+func (s *Store) write(ctx context.Context, tenant string, in *prepared, id string, cur *storedDoc, method string) (*Resource, error) {
+	vid, ts := 1, s.now()
+	if cur != nil {
+		vid = cur.VID + 1
+		if !ts.After(cur.LastUpdated) { // keep one resource's versions strictly ordered in time
+			ts = cur.LastUpdated.Add(time.Millisecond)
+		}
+	}
+	var raw bson.Raw
+	var out []byte
+	if method != "DELETE" {
+		var err error
+		if raw, out, err = in.finish(id, vid, ts); err != nil {
+			return nil, err
+		}
+	}
+	db := s.tenantDB(tenant)
+	h := historyDoc{Key: historyKey(in.typ, id, vid), Type: in.typ, ID: id, VID: vid, LastUpdated: ts, Method: method, Resource: raw, NumText: in.numText}
+	if _, err := db.Collection(historyCollection).InsertOne(ctx, h); err != nil {
+		if mongo.IsDuplicateKeyError(err) {
+			s.repair(ctx, tenant, in.typ, id)
+			return nil, fmt.Errorf("%w: version %d was written concurrently", ErrConflict, vid)
+		}
+		return nil, dbError("insert history row", err)
+	}
+	doc := storedDoc{ID: id, VID: vid, LastUpdated: ts, Deleted: method == "DELETE", Method: method, Resource: raw, NumText: in.numText}
+	if err := s.putCurrent(ctx, tenant, in.typ, &doc, cur != nil); err != nil {
+		return nil, err
+	}
+	return &Resource{Type: in.typ, ID: id, VersionID: vid, LastUpdated: ts, Method: method, Deleted: doc.Deleted, JSON: out, Warnings: in.warnings}, nil
+}
+
+// putCurrent makes doc the current row unless a newer version got there first.
+func (s *Store) putCurrent(ctx context.Context, tenant, typ string, doc *storedDoc, exists bool) error {
+	coll := s.tenantDB(tenant).Collection(typ)
+	if !exists {
+		_, err := coll.InsertOne(ctx, doc)
+		if err == nil || !mongo.IsDuplicateKeyError(err) {
+			return dbError("insert current row", err)
+		}
+	}
+	filter := bson.D{{Key: "_id", Value: doc.ID}, {Key: "vid", Value: bson.D{{Key: "$lt", Value: doc.VID}}}}
+	_, err := coll.ReplaceOne(ctx, filter, doc)
+	return dbError("replace current row", err)
+}
+
+// repair rolls the current row forward when history holds a newer version,
+// which happens when a writer stopped between the two inserts.
+func (s *Store) repair(ctx context.Context, tenant, typ, id string) {
+	var h historyDoc
+	opts := options.FindOne().SetSort(bson.D{{Key: "vid", Value: -1}})
+	filter := bson.D{{Key: "type", Value: typ}, {Key: "id", Value: id}}
+	if err := s.tenantDB(tenant).Collection(historyCollection).FindOne(ctx, filter, opts).Decode(&h); err != nil {
+		return
+	}
+	cur, err := s.current(ctx, tenant, typ, id)
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return
+	}
+	if cur != nil && cur.VID >= h.VID {
+		return
+	}
+	doc := storedDoc{ID: id, VID: h.VID, LastUpdated: h.LastUpdated, Deleted: h.Method == "DELETE", Method: h.Method, Resource: h.Resource, NumText: h.NumText}
+	if err := s.putCurrent(ctx, tenant, typ, &doc, cur != nil); err != nil {
+		s.log.Warn("repair current row", zap.String("tenant", tenant), zap.String("type", typ), zap.String("id", id), zap.Error(err))
+		return
+	}
+	s.log.Info("rolled current row forward from history", zap.String("tenant", tenant), zap.String("type", typ), zap.String("id", id), zap.Int("vid", h.VID))
+}
+
+func (s *Store) now() time.Time { return s.opts.Now().UTC().Truncate(time.Millisecond) }
+
+func (d *storedDoc) toResource(typ string) (*Resource, error) {
+	res := &Resource{Type: typ, ID: d.ID, VersionID: d.VID, LastUpdated: d.LastUpdated.UTC(), Method: d.Method, Deleted: d.Deleted}
+	if d.Deleted || len(d.Resource) == 0 {
+		return res, nil
+	}
+	out, err := document.ToJSON(d.Resource, d.NumText)
+	if err != nil {
+		return nil, fmt.Errorf("render %s/%s: %w", typ, d.ID, err)
+	}
+	res.JSON = out
+	return res, nil
+}
+
+func (h *historyDoc) toResource() (*Resource, error) {
+	d := storedDoc{ID: h.ID, VID: h.VID, LastUpdated: h.LastUpdated, Deleted: h.Method == "DELETE", Method: h.Method, Resource: h.Resource, NumText: h.NumText}
+	return d.toResource(h.Type)
+}

@@ -1,0 +1,166 @@
+// Package store keeps FHIR resources in MongoDB: one database per tenant, the
+// current version of each resource in a collection per type, and every version
+// in the tenant's history collection.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
+	"go.uber.org/zap"
+
+	"fhirstore/store/document"
+)
+
+// Errors returned by Store methods; the HTTP layers map them to statuses.
+var (
+	ErrNotFound           = errors.New("not found")               // 404
+	ErrGone               = errors.New("deleted")                 // 410
+	ErrConflict           = errors.New("version conflict")        // 409
+	ErrPreconditionFailed = errors.New("version does not match")  // 412
+	ErrTenantNotFound     = errors.New("tenant not found")        // 404
+	ErrTenantExists       = errors.New("tenant already exists")   // 409
+	ErrUnavailable        = errors.New("database unavailable")    // 503
+	ErrInvalidTenant      = errors.New("invalid tenant name")     // 400/404
+	ErrInvalidID          = errors.New("invalid resource id")     // 400
+	ErrUnknownType        = errors.New("unknown resource type")   // 404
+	ErrInvalidVersion     = errors.New("invalid version id")      // 404
+	errHistoryGap         = errors.New("history ahead of current") // internal
+)
+
+// Issue is one problem found in a resource, in OperationOutcome terms.
+type Issue struct {
+	Severity    string // error, warning, information
+	Code        string // structure, required, value, invalid, ...
+	Diagnostics string
+	Expression  string // FHIRPath location, e.g. Patient.name[0].given[1]
+}
+
+// InvalidError rejects a resource. Syntax marks input that is not a usable
+// resource at all (400); otherwise the resource is unprocessable (422).
+type InvalidError struct {
+	Syntax bool
+	Issues []Issue
+}
+
+func (e *InvalidError) Error() string {
+	if len(e.Issues) == 0 {
+		return "invalid resource"
+	}
+	msg := e.Issues[0].Diagnostics
+	if e.Issues[0].Expression != "" {
+		msg += " at " + e.Issues[0].Expression
+	}
+	if n := len(e.Issues) - 1; n > 0 {
+		msg += fmt.Sprintf(" (and %d more)", n)
+	}
+	return msg
+}
+
+// Validator checks a parsed resource before it is stored; it returns an
+// *InvalidError (or nil) and warnings to pass back to the client.
+type Validator func(ctx context.Context, resourceType string, body []byte) (warnings []Issue, err error)
+
+// IsResourceType reports whether a type name may be stored.
+type IsResourceType func(name string) bool
+
+// Options configure a Store.
+type Options struct {
+	// DatabasePrefix is prepended to tenant names to form database names.
+	DatabasePrefix string
+	// MaxDepth bounds JSON nesting in stored resources.
+	MaxDepth int
+	// ResourceTypes decides which type names exist.
+	ResourceTypes IsResourceType
+	// Validate, when set, runs on every write before anything is stored.
+	Validate Validator
+	// Logger receives store diagnostics.
+	Logger *zap.Logger
+	// Now is the clock; tests may replace it.
+	Now func() time.Time
+}
+
+// Store is a handle on the database; it is safe for concurrent use.
+type Store struct {
+	client *mongo.Client
+	opts   Options
+	log    *zap.Logger
+}
+
+// Open connects to the MongoDB at uri and checks it answers.
+func Open(ctx context.Context, uri string, opts Options) (*Store, error) {
+	if opts.DatabasePrefix == "" {
+		opts.DatabasePrefix = "fhirstore_"
+	}
+	if opts.MaxDepth == 0 {
+		opts.MaxDepth = document.DefaultMaxDepth
+	}
+	if opts.ResourceTypes == nil {
+		return nil, errors.New("open store: Options.ResourceTypes is required")
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = zap.NewNop()
+	}
+	client, err := mongo.Connect(options.Client().ApplyURI(uri).
+		SetServerSelectionTimeout(5 * time.Second).
+		SetConnectTimeout(5 * time.Second).
+		SetAppName("fhirstore"))
+	if err != nil {
+		return nil, fmt.Errorf("connect to MongoDB: %w", err)
+	}
+	s := &Store{client: client, opts: opts, log: opts.Logger}
+	if err := s.Ping(ctx); err != nil {
+		_ = client.Disconnect(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	if err := s.ensureSystem(ctx); err != nil {
+		_ = client.Disconnect(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	return s, nil
+}
+
+// Close disconnects from the database.
+func (s *Store) Close(ctx context.Context) error {
+	if err := s.client.Disconnect(ctx); err != nil {
+		return fmt.Errorf("disconnect from MongoDB: %w", err)
+	}
+	return nil
+}
+
+// Ping checks that the database answers.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.client.Ping(ctx, readpref.Primary()); err != nil {
+		return fmt.Errorf("ping MongoDB: %w: %w", ErrUnavailable, err)
+	}
+	return nil
+}
+
+// dbError marks driver errors that mean the database is out of reach.
+func dbError(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if mongo.IsNetworkError(err) || mongo.IsTimeout(err) || errors.Is(err, mongo.ErrClientDisconnected) ||
+		isServerSelection(err) {
+		return fmt.Errorf("%s: %w: %w", op, ErrUnavailable, err)
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}
+
+func isServerSelection(err error) bool {
+	var se mongo.ServerError
+	if errors.As(err, &se) {
+		return false
+	}
+	return errors.Is(err, context.DeadlineExceeded) || strings.Contains(err.Error(), "server selection error")
+}

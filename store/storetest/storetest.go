@@ -1,0 +1,85 @@
+// Package storetest gives tests a database: the MongoDB named by
+// FHIRSTORE_TEST_MONGODB_URI, or an embedded one on a temporary directory.
+package storetest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+
+	"fhirstore/fhirschema"
+	"fhirstore/store"
+	"fhirstore/store/embedded"
+)
+
+// EnvURI names the variable that points the tests at an external MongoDB.
+const EnvURI = "FHIRSTORE_TEST_MONGODB_URI"
+
+// DB is a database for one test binary.
+type DB struct {
+	URI  string
+	stop func()
+	seq  atomic.Int64
+	run  string
+}
+
+// Start returns the external database when EnvURI is set, otherwise starts an
+// embedded one in a temporary directory. Call Close when the tests are done.
+func Start(ctx context.Context) (*DB, error) {
+	run := fmt.Sprintf("t%d", time.Now().UnixNano()%1_000_000_000)
+	if uri := os.Getenv(EnvURI); uri != "" {
+		return &DB{URI: uri, stop: func() {}, run: run}, nil
+	}
+	dir, err := os.MkdirTemp("", "fhirstore-test-db-*")
+	if err != nil {
+		return nil, fmt.Errorf("temp dir for test database: %w", err)
+	}
+	srv, err := embedded.Start(ctx, dir, nil)
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
+	stop := func() {
+		sctx, cancel := context.WithTimeout(context.Background(), embedded.StopTimeout)
+		defer cancel()
+		_ = srv.Stop(sctx)
+		_ = os.RemoveAll(dir)
+	}
+	return &DB{URI: srv.URI(), stop: stop, run: run}, nil
+}
+
+// Close stops an embedded database and removes its files.
+func (d *DB) Close() { d.stop() }
+
+// Options are the store options the product uses, with a per-run database
+// prefix so parallel runs against one external MongoDB never meet.
+func (d *DB) Options() store.Options {
+	return store.Options{DatabasePrefix: "fhirstore_test_" + d.run + "_", ResourceTypes: fhirschema.IsResourceType, Logger: zap.NewNop()}
+}
+
+// Open opens a store on the database and closes it when the test ends.
+func (d *DB) Open(t testing.TB, opts store.Options) *store.Store {
+	t.Helper()
+	st, err := store.Open(context.Background(), d.URI, opts)
+	if err != nil {
+		t.Fatalf("open store: %v", err)
+	}
+	t.Cleanup(func() { _ = st.Close(context.Background()) })
+	return st
+}
+
+// Tenant creates a fresh tenant for one test and drops it afterwards.
+func (d *DB) Tenant(t testing.TB, st *store.Store) string {
+	t.Helper()
+	name := fmt.Sprintf("t%d", d.seq.Add(1))
+	if err := st.CreateTenant(context.Background(), name); err != nil {
+		t.Fatalf("create tenant %s: %v", name, err)
+	}
+	t.Cleanup(func() { _ = st.DeleteTenant(context.Background(), name) })
+	return name
+}

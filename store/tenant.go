@@ -1,0 +1,141 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+)
+
+// tenantName is a DNS label: it is the first label of the host name and
+// becomes part of a database name, so nothing else may pass.
+var tenantName = regexp.MustCompile(`^[a-z0-9](?:[a-z0-9-]{0,30}[a-z0-9])?$`)
+
+// reservedTenants would collide with the store's own databases.
+var reservedTenants = map[string]bool{"system": true, "admin": true, "local": true, "config": true}
+
+// ValidateTenantName reports whether name can be a tenant: 1–32 lowercase
+// letters, digits and inner hyphens, not a reserved word.
+func ValidateTenantName(name string) error {
+	if !tenantName.MatchString(name) {
+		return fmt.Errorf("%w %q: use 1-32 lowercase letters, digits or inner hyphens", ErrInvalidTenant, name)
+	}
+	if reservedTenants[name] {
+		return fmt.Errorf("%w %q: the name is reserved", ErrInvalidTenant, name)
+	}
+	return nil
+}
+
+// Tenant is an entry of the tenant registry.
+type Tenant struct {
+	Name      string    `bson:"_id"`
+	CreatedAt time.Time `bson:"createdAt"`
+}
+
+func (s *Store) systemDB() *mongo.Database { return s.client.Database(s.opts.DatabasePrefix + "system") }
+
+func (s *Store) tenantDB(name string) *mongo.Database {
+	return s.client.Database(s.opts.DatabasePrefix + name)
+}
+
+func (s *Store) ensureSystem(ctx context.Context) error {
+	// Creating the collection up front lets other processes on the same
+	// embedded data dir see tenants they did not create.
+	err := s.systemDB().CreateCollection(ctx, "tenants")
+	if err != nil && !isNamespaceExists(err) {
+		return dbError("create tenant registry", err)
+	}
+	return nil
+}
+
+func isNamespaceExists(err error) bool {
+	var ce mongo.CommandError
+	return errors.As(err, &ce) && (ce.Code == 48 || ce.Name == "NamespaceExists")
+}
+
+// CreateTenant registers a tenant and prepares its database.
+func (s *Store) CreateTenant(ctx context.Context, name string) error {
+	if err := ValidateTenantName(name); err != nil {
+		return err
+	}
+	_, err := s.systemDB().Collection("tenants").InsertOne(ctx, Tenant{Name: name, CreatedAt: s.opts.Now().UTC()})
+	if mongo.IsDuplicateKeyError(err) {
+		return fmt.Errorf("create tenant %s: %w", name, ErrTenantExists)
+	}
+	if err != nil {
+		return dbError("create tenant "+name, err)
+	}
+	return s.ensureTenantIndexes(ctx, name)
+}
+
+// EnsureTenant creates the tenant when it does not exist yet.
+func (s *Store) EnsureTenant(ctx context.Context, name string) error {
+	err := s.CreateTenant(ctx, name)
+	if errors.Is(err, ErrTenantExists) {
+		return s.ensureTenantIndexes(ctx, name)
+	}
+	return err
+}
+
+// TenantExists reports whether the tenant is registered.
+func (s *Store) TenantExists(ctx context.Context, name string) (bool, error) {
+	if ValidateTenantName(name) != nil {
+		return false, nil
+	}
+	err := s.systemDB().Collection("tenants").FindOne(ctx, bson.D{{Key: "_id", Value: name}}).Err()
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return false, nil
+	}
+	if err != nil {
+		return false, dbError("look up tenant "+name, err)
+	}
+	return true, nil
+}
+
+// ListTenants returns every tenant sorted by name.
+func (s *Store) ListTenants(ctx context.Context) ([]Tenant, error) {
+	cur, err := s.systemDB().Collection("tenants").Find(ctx, bson.D{}, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}))
+	if err != nil {
+		return nil, dbError("list tenants", err)
+	}
+	var out []Tenant
+	if err := cur.All(ctx, &out); err != nil {
+		return nil, dbError("list tenants", err)
+	}
+	return out, nil
+}
+
+// DeleteTenant removes a tenant and drops its database with all its data.
+func (s *Store) DeleteTenant(ctx context.Context, name string) error {
+	if err := ValidateTenantName(name); err != nil {
+		return err
+	}
+	res, err := s.systemDB().Collection("tenants").DeleteOne(ctx, bson.D{{Key: "_id", Value: name}})
+	if err != nil {
+		return dbError("delete tenant "+name, err)
+	}
+	if res.DeletedCount == 0 {
+		return fmt.Errorf("delete tenant %s: %w", name, ErrTenantNotFound)
+	}
+	if err := s.tenantDB(name).Drop(ctx); err != nil {
+		return dbError("drop database of tenant "+name, err)
+	}
+	return nil
+}
+
+func (s *Store) ensureTenantIndexes(ctx context.Context, name string) error {
+	models := []mongo.IndexModel{
+		{Keys: bson.D{{Key: "type", Value: 1}, {Key: "id", Value: 1}, {Key: "vid", Value: -1}}},
+		{Keys: bson.D{{Key: "lastUpdated", Value: -1}, {Key: "_id", Value: -1}}},
+		{Keys: bson.D{{Key: "type", Value: 1}, {Key: "lastUpdated", Value: -1}, {Key: "_id", Value: -1}}},
+	}
+	if _, err := s.tenantDB(name).Collection(historyCollection).Indexes().CreateMany(ctx, models); err != nil {
+		return dbError("create history indexes of tenant "+name, err)
+	}
+	return nil
+}
