@@ -128,14 +128,45 @@ func (s *Store) DeleteTenant(ctx context.Context, name string) error {
 	return nil
 }
 
+// historyIndexes serve instance history (type, id, vid) and type and system
+// history in newest-first order with the _id tie-break of the paging keys.
+var historyIndexes = []struct {
+	name string
+	keys bson.D
+}{
+	{"type_id_vid", bson.D{{Key: "type", Value: 1}, {Key: "id", Value: 1}, {Key: "vid", Value: -1}}},
+	{"lastUpdated_id", bson.D{{Key: "lastUpdated", Value: -1}, {Key: "_id", Value: -1}}},
+	{"type_lastUpdated_id", bson.D{{Key: "type", Value: 1}, {Key: "lastUpdated", Value: -1}, {Key: "_id", Value: -1}}},
+}
+
+// ensureTenantIndexes creates the missing history indexes. It asks first:
+// the embedded engine fails when asked to create an index that exists.
 func (s *Store) ensureTenantIndexes(ctx context.Context, name string) error {
-	models := []mongo.IndexModel{
-		{Keys: bson.D{{Key: "type", Value: 1}, {Key: "id", Value: 1}, {Key: "vid", Value: -1}}},
-		{Keys: bson.D{{Key: "lastUpdated", Value: -1}, {Key: "_id", Value: -1}}},
-		{Keys: bson.D{{Key: "type", Value: 1}, {Key: "lastUpdated", Value: -1}, {Key: "_id", Value: -1}}},
+	iv := s.tenantDB(name).Collection(historyCollection).Indexes()
+	have := map[string]bool{}
+	specs, err := iv.ListSpecifications(ctx)
+	if err != nil && !isNamespaceNotFound(err) {
+		return dbError("list history indexes of tenant "+name, err)
 	}
-	if _, err := s.tenantDB(name).Collection(historyCollection).Indexes().CreateMany(ctx, models); err != nil {
+	for _, sp := range specs {
+		have[sp.Name] = true
+	}
+	var models []mongo.IndexModel
+	for _, ix := range historyIndexes {
+		if !have[ix.name] {
+			models = append(models, mongo.IndexModel{Keys: ix.keys, Options: options.Index().SetName(ix.name)})
+		}
+	}
+	if len(models) == 0 {
+		return nil
+	}
+	if _, err := iv.CreateMany(ctx, models); err != nil {
 		return dbError("create history indexes of tenant "+name, err)
 	}
 	return nil
+}
+
+func isNamespaceNotFound(err error) bool {
+	var ce mongo.CommandError
+	return errors.As(err, &ce) && (ce.Code == 26 || ce.Name == "NamespaceNotFound")
 }

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"time"
+)
+
+// setting is one configuration knob: a flag with an environment variable.
+type setting struct {
+	flag, env, def, help string
+}
+
+// settings lists every flag the commands accept; the README's configuration
+// table is checked against it.
+var settings = []setting{
+	{"addr", "FHIRSTORE_ADDR", "127.0.0.1:8080", "address to listen on"},
+	{"data-dir", "FHIRSTORE_DATA_DIR", "./data", "directory of the embedded database and the dev signing key"},
+	{"base-domain", "FHIRSTORE_BASE_DOMAIN", "localhost", "domain under which the first host label names the tenant"},
+	{"default-tenant", "FHIRSTORE_DEFAULT_TENANT", "demo", "tenant for hosts without a tenant label (empty disables it)"},
+	{"mongodb-uri", "FHIRSTORE_MONGODB_URI", "", "MongoDB connection string; empty runs the embedded database in the data dir"},
+	{"max-body-bytes", "FHIRSTORE_MAX_BODY_BYTES", "16777216", "largest accepted request body in bytes"},
+	{"log-level", "FHIRSTORE_LOG_LEVEL", "info", "log level: debug, info, warn or error"},
+	{"shutdown-timeout", "FHIRSTORE_SHUTDOWN_TIMEOUT", "20s", "how long a graceful shutdown waits for requests in flight"},
+	{"tenant", "FHIRSTORE_TENANT", "demo", "tenant the token is for"},
+	{"scope", "FHIRSTORE_TOKEN_SCOPE", "system/*.*", "space-separated scopes of the token"},
+	{"ttl", "FHIRSTORE_TOKEN_TTL", "1h", "lifetime of the token"},
+}
+
+// config holds parsed settings by flag name.
+type config struct {
+	fs   *flag.FlagSet
+	vals map[string]*string
+}
+
+// newConfig declares the named settings on a flag set whose defaults come
+// from the environment when set there.
+func newConfig(cmd string, names ...string) *config {
+	c := &config{fs: flag.NewFlagSet("fhirstore "+cmd, flag.ContinueOnError), vals: map[string]*string{}}
+	c.fs.SetOutput(io.Discard)
+	for _, name := range names {
+		s := lookupSetting(name)
+		def := s.def
+		if v, ok := os.LookupEnv(s.env); ok {
+			def = v
+		}
+		c.vals[name] = c.fs.String(name, def, fmt.Sprintf("%s (env %s)", s.help, s.env))
+	}
+	return c
+}
+
+func lookupSetting(name string) setting {
+	for _, s := range settings {
+		if s.flag == name {
+			return s
+		}
+	}
+	panic("unknown setting " + name)
+}
+
+// parse reads flags anywhere among args and returns the positional arguments.
+func (c *config) parse(args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := c.fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, fmt.Errorf("%w (see fhirstore %s -h)", err, c.fs.Name()[len("fhirstore "):])
+		}
+		rest := c.fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		pos, args = append(pos, rest[0]), rest[1:]
+	}
+}
+
+// usage prints the flags of the command.
+func (c *config) usage(w io.Writer, synopsis string) {
+	fmt.Fprintf(w, "usage: %s\n\nflags:\n", synopsis)
+	c.fs.SetOutput(w)
+	c.fs.PrintDefaults()
+	c.fs.SetOutput(io.Discard)
+}
+
+func (c *config) str(name string) string { return *c.vals[name] }
+
+func (c *config) duration(name string) (time.Duration, error) {
+	d, err := time.ParseDuration(c.str(name))
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("--%s: %q is not a positive duration such as 30s or 1h", name, c.str(name))
+	}
+	return d, nil
+}
+
+func (c *config) int64(name string) (int64, error) {
+	n, err := strconv.ParseInt(c.str(name), 10, 64)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("--%s: %q is not a positive integer", name, c.str(name))
+	}
+	return n, nil
+}

@@ -1,0 +1,125 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.uber.org/zap"
+
+	"fhirstore/fhirschema"
+	"fhirstore/store"
+	"fhirstore/store/embedded"
+)
+
+// embeddedURIFile records where a running server's embedded database
+// listens, so that other commands on the same data dir use it instead of
+// opening the files a second time.
+const embeddedURIFile = "embedded-db.uri"
+
+// database is an open store and whatever must be stopped with it.
+type database struct {
+	store    *store.Store
+	embedded *embedded.Server
+	uriFile  string
+}
+
+// openDatabase opens the external MongoDB when uri is set; otherwise the
+// embedded database of dataDir (shared with a server already running on it
+// when share is true, refused when it is false).
+func openDatabase(ctx context.Context, uri, dataDir string, share bool, logger *zap.Logger) (*database, error) {
+	opts := store.Options{ResourceTypes: fhirschema.IsResourceType, Logger: logger}
+	if uri != "" {
+		st, err := store.Open(ctx, uri, opts)
+		if err != nil {
+			return nil, fmt.Errorf("MongoDB at %s: %w", redact(uri), err)
+		}
+		return &database{store: st}, nil
+	}
+	uriFile := filepath.Join(dataDir, embeddedURIFile)
+	if live := liveEmbeddedURI(ctx, uriFile); live != "" {
+		if !share {
+			return nil, fmt.Errorf("data dir %s is in use by a running fhirstore (database at %s)", dataDir, live)
+		}
+		st, err := store.Open(ctx, live, opts)
+		if err != nil {
+			return nil, fmt.Errorf("embedded database of the running server: %w", err)
+		}
+		return &database{store: st}, nil
+	}
+	srv, err := embedded.Start(ctx, filepath.Join(dataDir, "db"), logger)
+	if err != nil {
+		return nil, err
+	}
+	st, err := store.Open(ctx, srv.URI(), opts)
+	if err != nil {
+		stopEmbedded(srv)
+		return nil, fmt.Errorf("embedded database: %w", err)
+	}
+	d := &database{store: st, embedded: srv}
+	if !share { // a server announces its database; one-shot commands do not
+		if err := os.WriteFile(uriFile, []byte(srv.URI()+"\n"), 0o600); err != nil {
+			d.close()
+			return nil, fmt.Errorf("data dir %s is not writable: %w", dataDir, err)
+		}
+		d.uriFile = uriFile
+	}
+	return d, nil
+}
+
+// liveEmbeddedURI returns the URI in uriFile when a database answers there.
+func liveEmbeddedURI(ctx context.Context, uriFile string) string {
+	b, err := os.ReadFile(uriFile)
+	if err != nil {
+		return ""
+	}
+	uri := strings.TrimSpace(string(b))
+	if !strings.HasPrefix(uri, "mongodb://127.0.0.1:") {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	c, err := mongo.Connect(options.Client().ApplyURI(uri).SetServerSelectionTimeout(time.Second).SetConnectTimeout(time.Second))
+	if err != nil {
+		return ""
+	}
+	defer func() { _ = c.Disconnect(context.WithoutCancel(ctx)) }()
+	if c.Ping(ctx, nil) != nil {
+		return ""
+	}
+	return uri
+}
+
+func (d *database) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), embedded.StopTimeout)
+	defer cancel()
+	_ = d.store.Close(ctx)
+	if d.uriFile != "" {
+		_ = os.Remove(d.uriFile)
+	}
+	if d.embedded != nil {
+		_ = d.embedded.Stop(ctx)
+	}
+}
+
+func stopEmbedded(srv *embedded.Server) {
+	ctx, cancel := context.WithTimeout(context.Background(), embedded.StopTimeout)
+	defer cancel()
+	_ = srv.Stop(ctx)
+}
+
+// redact hides the password of a connection string.
+func redact(uri string) string {
+	if at := strings.LastIndex(uri, "@"); at > 0 {
+		if scheme := strings.Index(uri, "://"); scheme >= 0 && scheme < at {
+			return uri[:scheme+3] + "***" + uri[at:]
+		}
+	}
+	return uri
+}
+

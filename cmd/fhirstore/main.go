@@ -1,0 +1,54 @@
+// Command fhirstore is a FHIR R4 server for home-health agencies.
+//
+//	fhirstore [serve] [flags]            run the server (the default)
+//	fhirstore token --tenant NAME        print a dev bearer token
+//	fhirstore tenant create|list|delete  manage tenants
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "fhirstore:", err)
+		os.Exit(1)
+	}
+}
+
+// run executes one command line; stdout carries the command's output only.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cmd := "serve"
+	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
+		cmd, args = args[0], args[1:]
+	}
+	switch cmd {
+	case "serve":
+		return serve(ctx, args, stdout, stderr)
+	case "token":
+		return token(args, stdout, stderr)
+	case "tenant":
+		return tenant(ctx, args, stdout, stderr)
+	case "help":
+		fmt.Fprintln(stdout, "usage: fhirstore [serve|token|tenant] [flags]; fhirstore COMMAND -h for its flags")
+		return nil
+	default:
+		return fmt.Errorf("unknown command %q (want serve, token or tenant)", cmd)
+	}
+}

@@ -1,0 +1,138 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"fhirstore/server"
+	"fhirstore/server/auth"
+	"fhirstore/store"
+)
+
+var serveFlags = []string{"addr", "data-dir", "base-domain", "default-tenant", "mongodb-uri", "max-body-bytes", "log-level", "shutdown-timeout"}
+
+// serve runs the server until ctx is cancelled (SIGINT or SIGTERM).
+func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cfg := newConfig("serve", serveFlags...)
+	if _, err := cfg.parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			cfg.usage(stdout, "fhirstore serve [flags]")
+		}
+		return err
+	}
+	maxBody, err := cfg.int64("max-body-bytes")
+	if err != nil {
+		return err
+	}
+	shutdownTimeout, err := cfg.duration("shutdown-timeout")
+	if err != nil {
+		return err
+	}
+	if t := cfg.str("default-tenant"); t != "" {
+		if err := store.ValidateTenantName(t); err != nil {
+			return fmt.Errorf("--default-tenant: %w", err)
+		}
+	}
+	logger, err := newLogger(cfg.str("log-level"), stderr)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = logger.Sync() }()
+
+	dataDir := cfg.str("data-dir")
+	key, err := auth.LoadOrCreateDevKey(dataDir)
+	if err != nil {
+		return fmt.Errorf("data dir %s: %w", dataDir, err)
+	}
+	db, err := openDatabase(ctx, cfg.str("mongodb-uri"), dataDir, false, logger)
+	if err != nil {
+		return err
+	}
+	defer db.close()
+	if t := cfg.str("default-tenant"); t != "" {
+		if err := db.store.EnsureTenant(ctx, t); err != nil {
+			return fmt.Errorf("create default tenant %s: %w", t, err)
+		}
+	}
+	ln, err := net.Listen("tcp", cfg.str("addr"))
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.str("addr"), err)
+	}
+	srvCfg := server.Config{BaseDomain: cfg.str("base-domain"), DefaultTenant: cfg.str("default-tenant"), MaxBodyBytes: maxBody, Version: version}
+	h := server.New(srvCfg, db.store, auth.HS256{Key: key, Issuer: auth.DevIssuer, Leeway: time.Minute}, logger)
+	httpSrv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       2 * time.Minute,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          zap.NewStdLog(logger.Named("http")),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- httpSrv.Serve(ln) }()
+	logger.Info("listening", zap.String("addr", ln.Addr().String()), zap.Bool("embedded_db", db.embedded != nil))
+	if err := printBanner(stdout, ln.Addr(), srvCfg, key); err != nil {
+		logger.Warn("print start-up banner", zap.Error(err))
+	}
+
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve HTTP: %w", err)
+	case <-ctx.Done():
+	}
+	logger.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	if err := httpSrv.Shutdown(sctx); err != nil {
+		logger.Warn("graceful shutdown cut short", zap.Error(err))
+	}
+	logger.Info("stopped")
+	return nil
+}
+
+// printBanner tells a new user where the server is and how to call it.
+func printBanner(w io.Writer, addr net.Addr, cfg server.Config, key []byte) error {
+	_, port, _ := net.SplitHostPort(addr.String())
+	if cfg.DefaultTenant == "" {
+		_, err := fmt.Fprintf(w, "fhirstore is listening on %s (no default tenant; create one with: fhirstore tenant create NAME)\n", addr)
+		return err
+	}
+	tok, err := auth.SignHS256(key, auth.TokenRequest{Tenant: cfg.DefaultTenant, Scope: "system/*.*", TTL: 24 * time.Hour})
+	if err != nil {
+		return err
+	}
+	base := fmt.Sprintf("http://%s.%s:%s/fhir/r4", cfg.DefaultTenant, cfg.BaseDomain, port)
+	_, err = fmt.Fprintf(w, `fhirstore is running.
+
+  FHIR base URL:  %s
+  Bearer token (tenant %s, valid 24h; more with: fhirstore token --tenant %s):
+
+%s
+
+  Try it:
+  curl -H "Authorization: Bearer %s" -H "Content-Type: application/fhir+json" -d '{"resourceType":"Patient","name":[{"family":"Demo"}]}' %s/Patient
+
+`, base, cfg.DefaultTenant, cfg.DefaultTenant, tok, tok, base)
+	return err
+}
+
+// newLogger builds the structured JSON logger.
+func newLogger(level string, w io.Writer) (*zap.Logger, error) {
+	lvl, err := zapcore.ParseLevel(level)
+	if err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	enc := zap.NewProductionEncoderConfig()
+	enc.TimeKey, enc.EncodeTime = "time", zapcore.ISO8601TimeEncoder
+	core := zapcore.NewCore(zapcore.NewJSONEncoder(enc), zapcore.AddSync(w), lvl)
+	return zap.New(core, zap.ErrorOutput(zapcore.AddSync(w))), nil
+}
+

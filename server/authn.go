@@ -1,0 +1,60 @@
+package server
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+
+	"fhirstore/server/auth"
+)
+
+const principalKey = "fhirstore.principal"
+
+// authenticate requires a bearer token valid for the request's tenant:
+// 401 with WWW-Authenticate when it is missing or bad, 403 when it was
+// issued for another tenant. Scope checks hook in after it.
+func (s *Server) authenticate(c *gin.Context) {
+	token, ok := bearer(c.GetHeader("Authorization"))
+	if !ok {
+		s.abort(c, unauthorized("", "a bearer token is required"))
+		return
+	}
+	p, err := s.auth.Authenticate(c.Request.Context(), token)
+	if err != nil {
+		s.abort(c, unauthorized("invalid_token", "the bearer token is not valid"))
+		return
+	}
+	if tenant := c.GetString(tenantKey); p.Tenant != tenant {
+		s.abort(c, fail(http.StatusForbidden, "forbidden", "the token is not valid for tenant "+quote(tenant), ""))
+		return
+	}
+	c.Set(principalKey, p)
+	s.requireTenant(c)
+}
+
+func bearer(h string) (string, bool) {
+	scheme, token, ok := strings.Cut(strings.TrimSpace(h), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	token = strings.TrimSpace(token)
+	return token, token != ""
+}
+
+func unauthorized(code, msg string) *httpError {
+	challenge := `Bearer realm="fhirstore"`
+	if code != "" {
+		challenge += `, error="` + code + `"`
+	}
+	e := fail(http.StatusUnauthorized, "login", msg, "")
+	e.header = http.Header{"Www-Authenticate": {challenge}}
+	return e
+}
+
+// principal is the authenticated caller of the request.
+func principal(c *gin.Context) *auth.Principal {
+	p, _ := c.Get(principalKey)
+	pp, _ := p.(*auth.Principal)
+	return pp
+}

@@ -1,0 +1,186 @@
+package server
+
+import (
+	"errors"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/google/uuid"
+
+	"fhirstore/search"
+	"fhirstore/store"
+)
+
+// History paging limits, as for search.
+const (
+	defaultCount = 10
+	maxCount     = 100
+	cursorParam  = "_cursor"
+)
+
+// history serves instance (type and id), type (type) and system history.
+func (s *Server) history(c *gin.Context, typ, id string) {
+	q, err := parseHistoryQuery(c, typ, id)
+	if err != nil {
+		s.abort(c, err)
+		return
+	}
+	tenant := c.GetString(tenantKey)
+	if id != "" {
+		if _, err := s.store.Read(c.Request.Context(), tenant, typ, id); err != nil && !errors.Is(err, store.ErrGone) {
+			s.abort(c, err)
+			return
+		}
+	}
+	page, err := s.store.History(c.Request.Context(), tenant, q)
+	if err != nil {
+		s.abort(c, err)
+		return
+	}
+	writeJSON(c, http.StatusOK, historyBundle(c, page))
+}
+
+func parseHistoryQuery(c *gin.Context, typ, id string) (store.HistoryQuery, error) {
+	q := store.HistoryQuery{Type: typ, ID: id, Count: defaultCount}
+	if v := c.Query("_count"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > maxCount {
+			return q, fail(http.StatusBadRequest, "value", fmt.Sprintf("_count must be an integer from 1 to %d, not %q", maxCount, v), "_count")
+		}
+		q.Count = n
+	}
+	if v := c.Query("_since"); v != "" {
+		r, err := search.ParseDateRange(v)
+		if err != nil {
+			return q, fail(http.StatusBadRequest, "value", "_since: "+err.Error(), "_since")
+		}
+		q.Since = &r.Lo
+	}
+	if v := c.Query("_at"); v != "" {
+		r, err := search.ParseDateRange(v)
+		if err != nil {
+			return q, fail(http.StatusBadRequest, "value", "_at: "+err.Error(), "_at")
+		}
+		q.At = &store.TimeRange{Lo: r.Lo, Hi: r.Hi}
+	}
+	if v := c.Query(cursorParam); v != "" {
+		pos, backward, err := decodeCursor(v)
+		if err != nil {
+			return q, fail(http.StatusBadRequest, "value", "the paging cursor is not valid; start again from the first page", cursorParam)
+		}
+		if backward {
+			q.Before = pos
+		} else {
+			q.After = pos
+		}
+	}
+	return q, nil
+}
+
+// bundleEntry is one entry of a history Bundle.
+type bundleEntry struct {
+	FullURL  string          `json:"fullUrl"`
+	Resource json.RawMessage `json:"resource,omitempty"`
+	Request  map[string]any  `json:"request"`
+	Response map[string]any  `json:"response"`
+}
+
+type bundleLink struct {
+	Relation string `json:"relation"`
+	URL      string `json:"url"`
+}
+
+type bundle struct {
+	ResourceType string         `json:"resourceType"`
+	ID           string         `json:"id"`
+	Meta         map[string]any `json:"meta"`
+	Type         string         `json:"type"`
+	Total        int64          `json:"total"`
+	Link         []bundleLink   `json:"link"`
+	Entry        []bundleEntry  `json:"entry,omitempty"`
+}
+
+func historyBundle(c *gin.Context, page *store.HistoryPage) *bundle {
+	base := baseURL(c)
+	b := &bundle{
+		ResourceType: "Bundle",
+		ID:           uuid.NewString(),
+		Meta:         map[string]any{"lastUpdated": time.Now().UTC().Format(store.InstantLayout)},
+		Type:         "history",
+		Total:        page.Total,
+		Link:         []bundleLink{{Relation: "self", URL: pageURL(c, "")}},
+	}
+	if page.HasNext && page.Last != nil {
+		b.Link = append(b.Link, bundleLink{Relation: "next", URL: pageURL(c, encodeCursor(page.Last, false))})
+	}
+	if page.HasPrevious && page.First != nil {
+		b.Link = append(b.Link, bundleLink{Relation: "previous", URL: pageURL(c, encodeCursor(page.First, true))})
+	}
+	for _, r := range page.Entries {
+		b.Entry = append(b.Entry, historyEntry(base, r))
+	}
+	return b
+}
+
+func historyEntry(base string, r *store.Resource) bundleEntry {
+	e := bundleEntry{
+		FullURL:  base + "/" + r.Type + "/" + r.ID,
+		Resource: r.JSON,
+		Request:  map[string]any{"method": r.Method, "url": r.Type + "/" + r.ID},
+		Response: map[string]any{"etag": etag(r.VersionID), "lastModified": r.LastUpdated.UTC().Format(store.InstantLayout)},
+	}
+	switch r.Method {
+	case "POST":
+		e.Request["url"] = r.Type
+		e.Response["status"] = "201 Created"
+	case "DELETE":
+		e.Response["status"] = "204 No Content"
+	default:
+		e.Response["status"] = "200 OK"
+	}
+	return e
+}
+
+// pageURL is the request URL with the paging cursor replaced (or dropped).
+func pageURL(c *gin.Context, cursor string) string {
+	q := c.Request.URL.Query()
+	q.Del(cursorParam)
+	if cursor != "" {
+		q.Set(cursorParam, cursor)
+	}
+	u := url.URL{Path: c.Request.URL.Path, RawQuery: q.Encode()}
+	return strings.TrimSuffix(baseURL(c), "/fhir/r4") + u.String()
+}
+
+// encodeCursor makes an opaque token for a position in history order.
+func encodeCursor(pos *store.HistoryPosition, backward bool) string {
+	dir := "n"
+	if backward {
+		dir = "p"
+	}
+	raw := dir + "|" + strconv.FormatInt(pos.LastUpdated.UnixMilli(), 10) + "|" + pos.Key
+	return base64.RawURLEncoding.EncodeToString([]byte(raw))
+}
+
+func decodeCursor(s string) (*store.HistoryPosition, bool, error) {
+	raw, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return nil, false, fmt.Errorf("decode cursor: %w", err)
+	}
+	parts := strings.SplitN(string(raw), "|", 3)
+	if len(parts) != 3 || (parts[0] != "n" && parts[0] != "p") || parts[2] == "" {
+		return nil, false, fmt.Errorf("malformed cursor")
+	}
+	ms, err := strconv.ParseInt(parts[1], 10, 64)
+	if err != nil {
+		return nil, false, fmt.Errorf("malformed cursor time: %w", err)
+	}
+	return &store.HistoryPosition{LastUpdated: time.UnixMilli(ms).UTC(), Key: parts[2]}, parts[0] == "p", nil
+}

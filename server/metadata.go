@@ -1,0 +1,61 @@
+package server
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"fhirstore/fhirschema"
+)
+
+// capabilities serves the CapabilityStatement. It needs no token so that
+// clients can discover the server before they authenticate.
+func (s *Server) capabilities(c *gin.Context) {
+	writeJSON(c, http.StatusOK, s.capabilityStatement(baseURL(c)))
+}
+
+func (s *Server) capabilityStatement(base string) map[string]any {
+	interactions := []map[string]string{}
+	for _, code := range []string{"read", "vread", "update", "delete", "history-instance", "history-type", "create"} {
+		interactions = append(interactions, map[string]string{"code": code})
+	}
+	var resources []map[string]any
+	for _, t := range fhirschema.ResourceTypes() {
+		resources = append(resources, map[string]any{
+			"type":              t,
+			"profile":           "http://hl7.org/fhir/StructureDefinition/" + t,
+			"interaction":       interactions,
+			"versioning":        "versioned-update",
+			"readHistory":       true,
+			"updateCreate":      true,
+			"conditionalCreate": false,
+			"conditionalRead":   "not-supported",
+			"conditionalUpdate": false,
+			"conditionalDelete": "not-supported",
+		})
+	}
+	return map[string]any{
+		"resourceType": "CapabilityStatement",
+		"status":       "active",
+		"date":         time.Now().UTC().Format("2006-01-02"),
+		"publisher":    "fhirstore",
+		"kind":         "instance",
+		"software":     map[string]any{"name": "fhirstore", "version": s.cfg.Version},
+		"implementation": map[string]any{
+			"description": "fhirstore FHIR R4 server",
+			"url":         base,
+		},
+		"fhirVersion": fhirschema.FHIRVersion,
+		"format":      []string{"application/fhir+json", "json"},
+		"rest": []map[string]any{{
+			"mode": "server",
+			"security": map[string]any{
+				"cors":        false,
+				"description": "Every request except this statement needs an OAuth2 bearer token (JWT) whose tenant claim names the tenant of the host.",
+			},
+			"resource":    resources,
+			"interaction": []map[string]string{{"code": "history-system"}},
+		}},
+	}
+}

@@ -1,0 +1,117 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+	"go.uber.org/zap"
+
+	"fhirstore/store"
+	"fhirstore/server/auth"
+)
+
+// Issue is one entry of an OperationOutcome.
+type Issue = store.Issue
+
+// httpError carries a status and the issues to report.
+type httpError struct {
+	status int
+	issues []Issue
+	header http.Header
+}
+
+func (e *httpError) Error() string {
+	if len(e.issues) > 0 {
+		return e.issues[0].Diagnostics
+	}
+	return http.StatusText(e.status)
+}
+
+// fail builds an error with one issue.
+func fail(status int, code, msg, expr string) *httpError {
+	return &httpError{status: status, issues: []Issue{{Severity: "error", Code: code, Diagnostics: msg, Expression: expr}}}
+}
+
+// errorTable maps store errors to statuses and issue codes, first match wins.
+var errorTable = []struct {
+	err    error
+	status int
+	code   string
+}{
+	{store.ErrNotFound, http.StatusNotFound, "not-found"},
+	{store.ErrGone, http.StatusGone, "deleted"},
+	{store.ErrPreconditionFailed, http.StatusPreconditionFailed, "conflict"},
+	{store.ErrConflict, http.StatusConflict, "conflict"},
+	{store.ErrUnknownType, http.StatusNotFound, "not-supported"},
+	{store.ErrInvalidID, http.StatusBadRequest, "value"},
+	{store.ErrTenantNotFound, http.StatusNotFound, "not-found"},
+	{store.ErrUnavailable, http.StatusServiceUnavailable, "transient"},
+	{auth.ErrInvalidToken, http.StatusUnauthorized, "login"},
+	{context.DeadlineExceeded, http.StatusServiceUnavailable, "timeout"},
+}
+
+// toHTTPError classifies any error; unknown ones are internal (500) and
+// their text never reaches the client.
+func toHTTPError(err error) *httpError {
+	var he *httpError
+	if errors.As(err, &he) {
+		return he
+	}
+	var inv *store.InvalidError
+	if errors.As(err, &inv) {
+		status := http.StatusUnprocessableEntity
+		if inv.Syntax {
+			status = http.StatusBadRequest
+		}
+		return &httpError{status: status, issues: inv.Issues}
+	}
+	for _, row := range errorTable {
+		if errors.Is(err, row.err) {
+			msg := err.Error()
+			if row.status >= 500 { // driver messages name internal addresses
+				msg = "the database did not answer in time; try again later"
+			}
+			return fail(row.status, row.code, msg, "")
+		}
+	}
+	return fail(http.StatusInternalServerError, "exception", "internal server error", "")
+}
+
+// abort answers the request with an OperationOutcome for err.
+func (s *Server) abort(c *gin.Context, err error) {
+	he := toHTTPError(err)
+	if he.status >= 500 {
+		s.log.Error("request failed", zap.String("request_id", requestID(c)), zap.Error(err))
+	}
+	for k, vs := range he.header {
+		for _, v := range vs {
+			c.Writer.Header().Add(k, v)
+		}
+	}
+	writeJSON(c, he.status, operationOutcome(he.issues))
+	c.Abort()
+}
+
+// operationOutcome renders issues as an OperationOutcome resource.
+func operationOutcome(issues []Issue) map[string]any {
+	out := make([]map[string]any, 0, len(issues))
+	for _, is := range issues {
+		m := map[string]any{"severity": is.Severity, "code": is.Code}
+		if is.Diagnostics != "" {
+			m["diagnostics"] = is.Diagnostics
+		}
+		if is.Expression != "" {
+			m["expression"] = []string{is.Expression}
+		}
+		out = append(out, m)
+	}
+	return map[string]any{"resourceType": "OperationOutcome", "issue": out}
+}
+
+// informational is an OperationOutcome for a successful interaction.
+func informational(msg string, warnings []Issue) map[string]any {
+	issues := append([]Issue{{Severity: "information", Code: "informational", Diagnostics: msg}}, warnings...)
+	return operationOutcome(issues)
+}
