@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"net/http"
 	"strings"
 
@@ -8,8 +9,6 @@ import (
 
 	"fhirstore/server/auth"
 )
-
-const principalKey = "fhirstore.principal"
 
 // authenticate requires a bearer token valid for the request's tenant:
 // 401 with WWW-Authenticate when it is missing or bad, 403 when it was
@@ -29,8 +28,22 @@ func (s *Server) authenticate(c *gin.Context) {
 		s.abort(c, fail(http.StatusForbidden, "forbidden", "the token is not valid for tenant "+quote(tenant), ""))
 		return
 	}
-	c.Set(principalKey, p)
+	c.Request = c.Request.WithContext(context.WithValue(c.Request.Context(), callerKey{}, &Caller{Tenant: c.GetString(tenantKey), Principal: p}))
 	s.requireTenant(c)
+}
+
+// Caller is who called and for which tenant, once authenticated.
+type Caller struct {
+	Tenant    string
+	Principal *auth.Principal
+}
+
+type callerKey struct{}
+
+// CallerFrom returns the authenticated caller of a request's context.
+func CallerFrom(ctx context.Context) (*Caller, bool) {
+	c, ok := ctx.Value(callerKey{}).(*Caller)
+	return c, ok
 }
 
 func bearer(h string) (string, bool) {
@@ -50,11 +63,4 @@ func unauthorized(code, msg string) *httpError {
 	e := fail(http.StatusUnauthorized, "login", msg, "")
 	e.header = http.Header{"Www-Authenticate": {challenge}}
 	return e
-}
-
-// principal is the authenticated caller of the request.
-func principal(c *gin.Context) *auth.Principal {
-	p, _ := c.Get(principalKey)
-	pp, _ := p.(*auth.Principal)
-	return pp
 }

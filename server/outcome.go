@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 
 	"github.com/gin-gonic/gin"
 	"go.uber.org/zap"
@@ -79,10 +80,11 @@ func toHTTPError(err error) *httpError {
 	return fail(http.StatusInternalServerError, "exception", "internal server error", "")
 }
 
-// abort answers the request with an OperationOutcome for err.
+// abort answers the request with an error for err: an OperationOutcome on
+// FHIR paths, the REST error JSON on /api paths.
 func (s *Server) abort(c *gin.Context, err error) {
 	he := toHTTPError(err)
-	if he.status >= 500 {
+	if he.status >= 500 && !errors.Is(err, context.Canceled) {
 		s.log.Error("request failed", zap.String("request_id", requestID(c)), zap.Error(err))
 	}
 	for k, vs := range he.header {
@@ -90,8 +92,25 @@ func (s *Server) abort(c *gin.Context, err error) {
 			c.Writer.Header().Add(k, v)
 		}
 	}
-	writeJSON(c, he.status, operationOutcome(he.issues))
+	if strings.HasPrefix(c.Request.URL.Path, restPrefix+"/") {
+		c.JSON(he.status, restError(he))
+	} else {
+		writeJSON(c, he.status, operationOutcome(he.issues))
+	}
 	c.Abort()
+}
+
+// restError is the /api error body: {"error": {"code", "message", "details"}}.
+func restError(he *httpError) gin.H {
+	body := gin.H{"code": strings.ReplaceAll(strings.ToLower(http.StatusText(he.status)), " ", "_"), "message": he.Error()}
+	if len(he.issues) > 1 {
+		var details []string
+		for _, is := range he.issues[1:] {
+			details = append(details, is.Diagnostics)
+		}
+		body["details"] = details
+	}
+	return gin.H{"error": body}
 }
 
 // operationOutcome renders issues as an OperationOutcome resource.

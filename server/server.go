@@ -27,7 +27,13 @@ type Config struct {
 	TenantCacheTTL time.Duration
 	// Version is reported in the CapabilityStatement.
 	Version string
+	// REST, when set, serves /api/v1 behind the same tenant and token checks
+	// as FHIR; it finds the caller with CallerFrom.
+	REST http.Handler
 }
+
+// restPrefix is where the REST interface is mounted.
+const restPrefix = "/api/v1"
 
 // DefaultMaxBodyBytes is the request body limit when none is configured.
 const DefaultMaxBodyBytes = 16 << 20
@@ -74,6 +80,9 @@ func (s *Server) routes() *gin.Engine {
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
 	e.Any("/fhir/r4/*path", s.fhirFormat, s.fhir)
+	if s.cfg.REST != nil {
+		e.Any(restPrefix+"/*path", s.tenant, s.authenticate, gin.WrapH(s.cfg.REST))
+	}
 	e.NoRoute(func(c *gin.Context) {
 		s.abort(c, fail(http.StatusNotFound, "not-found", "no such endpoint: "+c.Request.URL.Path, ""))
 	})

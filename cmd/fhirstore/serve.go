@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"fhirstore/restadapter"
 	"fhirstore/server"
 	"fhirstore/server/auth"
 	"fhirstore/store"
@@ -67,7 +68,14 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.str("addr"), err)
 	}
-	srvCfg := server.Config{BaseDomain: cfg.str("base-domain"), DefaultTenant: cfg.str("default-tenant"), MaxBodyBytes: maxBody, Version: version}
+	rest := restadapter.New(func(ctx context.Context) (string, bool) {
+		c, ok := server.CallerFrom(ctx)
+		if !ok {
+			return "", false
+		}
+		return c.Tenant, true
+	})
+	srvCfg := server.Config{BaseDomain: cfg.str("base-domain"), DefaultTenant: cfg.str("default-tenant"), MaxBodyBytes: maxBody, Version: version, REST: rest}
 	h := server.New(srvCfg, db.store, auth.HS256{Key: key, Issuer: auth.DevIssuer, Leeway: time.Minute}, logger)
 	httpSrv := &http.Server{
 		Handler:           h,
