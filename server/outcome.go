@@ -9,8 +9,8 @@ import (
 	"github.com/gin-gonic/gin"
 	"go.uber.org/zap"
 
-	"fhirstore/store"
 	"fhirstore/server/auth"
+	"fhirstore/store"
 )
 
 // Issue is one entry of an OperationOutcome.

@@ -91,4 +91,3 @@ func (tc *tenantCache) exists(ctx context.Context, name string, lookup func(cont
 	}
 	return found, nil
 }
-

@@ -170,6 +170,7 @@ func (s *Store) historyRows(ctx context.Context, coll *mongo.Collection, q Histo
 		}
 	}
 }
+
 // dropSuperseded removes rows written at or before lo whose next version was
 // also written at or before lo: they were not current at any time from lo on.
 func (s *Store) dropSuperseded(ctx context.Context, coll *mongo.Collection, rows []*historyDoc, lo time.Time) ([]*historyDoc, error) {

@@ -37,7 +37,9 @@ type Tenant struct {
 	CreatedAt time.Time `bson:"createdAt"`
 }
 
-func (s *Store) systemDB() *mongo.Database { return s.client.Database(s.opts.DatabasePrefix + "system") }
+func (s *Store) systemDB() *mongo.Database {
+	return s.client.Database(s.opts.DatabasePrefix + "system")
+}
 
 func (s *Store) tenantDB(name string) *mongo.Database {
 	return s.client.Database(s.opts.DatabasePrefix + name)

@@ -122,4 +122,3 @@ func redact(uri string) string {
 	}
 	return uri
 }
-

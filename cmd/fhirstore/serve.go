@@ -143,4 +143,3 @@ func newLogger(level string, w io.Writer) (*zap.Logger, error) {
 	core := zapcore.NewCore(zapcore.NewJSONEncoder(enc), zapcore.AddSync(w), lvl)
 	return zap.New(core, zap.ErrorOutput(zapcore.AddSync(w))), nil
 }
-
