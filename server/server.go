@@ -119,7 +119,7 @@ func (s *Server) dispatch(c *gin.Context) {
 	}
 	m := c.Request.Method
 	switch {
-	case len(segs) == 0:
+	case len(segs) == 0 && m == http.MethodPost:
 		s.notSupported(c, "batch and transaction Bundles are not supported yet")
 	case len(segs) == 1 && segs[0] == "_history" && m == http.MethodGet:
 		s.history(c, "", "")
