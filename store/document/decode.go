@@ -201,8 +201,9 @@ func checkKey(key string) error {
 		return fmt.Errorf("property name %q must not start with '$'", key)
 	case strings.Contains(key, "."):
 		return fmt.Errorf("property name %q must not contain '.'", key)
-	case strings.ContainsRune(key, 0):
-		return fmt.Errorf("property name %q must not contain NUL", key)
+	case strings.ContainsAny(key, "\x00[]"):
+		// brackets would make number-text paths ambiguous (a[0] vs a: [..])
+		return fmt.Errorf("property name %q must not contain NUL, '[' or ']'", key)
 	}
 	return nil
 }
