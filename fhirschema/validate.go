@@ -1,0 +1,338 @@
+package fhirschema
+
+import (
+	"bytes"
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/santhosh-tekuri/jsonschema/v5"
+)
+
+// Issue is one problem found in a resource, in OperationOutcome terms.
+type Issue struct {
+	Severity    string // error or warning
+	Code        string // structure, required, value, code-invalid, invalid
+	Diagnostics string
+	Expression  string // FHIRPath location such as Patient.name[0].given[1]
+}
+
+// Result is what validation found. Valid reports whether there is no error.
+type Result struct {
+	Issues []Issue
+}
+
+// Valid reports whether no issue is an error.
+func (r *Result) Valid() bool {
+	for _, is := range r.Issues {
+		if is.Severity == "error" {
+			return false
+		}
+	}
+	return true
+}
+
+// Options tune one validation.
+type Options struct {
+	// Lenient turns unknown elements into warnings instead of errors.
+	Lenient bool
+}
+
+// Validator checks resources against the official R4 JSON Schema. It is
+// safe for concurrent use.
+type Validator struct {
+	schemas map[string]*jsonschema.Schema
+	// children maps a definition and property to the property's definition.
+	children map[string]map[string]string
+	// required lists primitive elements with minimum cardinality 1.
+	required map[string][]string
+}
+
+// requiredJSON lists, per schema definition, the primitive elements whose
+// minimum cardinality is 1 (see genrequired.go).
+//
+//go:embed required.json
+var requiredJSON []byte
+
+const schemaURL = "fhir.schema.json"
+
+// NewValidator compiles the schema of every resource type. Nested resources
+// (contained, Bundle entries, Parameters) are checked against their own type
+// rather than through the schema's 146-way oneOf, which is slow and whose
+// errors name every type but the right one.
+func NewValidator() (*Validator, error) {
+	var root map[string]any
+	if err := json.Unmarshal(SchemaJSON, &root); err != nil {
+		return nil, fmt.Errorf("read FHIR schema: %w", err)
+	}
+	defs, _ := root["definitions"].(map[string]any)
+	if defs == nil {
+		return nil, fmt.Errorf("read FHIR schema: no definitions")
+	}
+	defs["ResourceList"] = map[string]any{
+		"type":       "object",
+		"required":   []any{"resourceType"},
+		"properties": map[string]any{"resourceType": map[string]any{"type": "string"}},
+	}
+	v := &Validator{schemas: map[string]*jsonschema.Schema{}, children: childDefinitions(defs)}
+	if err := json.Unmarshal(requiredJSON, &v.required); err != nil {
+		return nil, fmt.Errorf("read required elements: %w", err)
+	}
+	patched, err := json.Marshal(root)
+	if err != nil {
+		return nil, fmt.Errorf("prepare FHIR schema: %w", err)
+	}
+	c := jsonschema.NewCompiler()
+	c.Draft = jsonschema.Draft6
+	if err := c.AddResource(schemaURL, bytes.NewReader(patched)); err != nil {
+		return nil, fmt.Errorf("load FHIR schema: %w", err)
+	}
+	for _, t := range ResourceTypes() {
+		s, err := c.Compile(schemaURL + "#/definitions/" + t)
+		if err != nil {
+			return nil, fmt.Errorf("compile schema of %s: %w", t, err)
+		}
+		v.schemas[t] = s
+	}
+	return v, nil
+}
+
+// childDefinitions reads, for every definition, which definition each
+// property refers to (directly or through array items).
+func childDefinitions(defs map[string]any) map[string]map[string]string {
+	out := make(map[string]map[string]string, len(defs))
+	for name, d := range defs {
+		props, _ := d.(map[string]any)["properties"].(map[string]any)
+		m := make(map[string]string, len(props))
+		for p, spec := range props {
+			sp, _ := spec.(map[string]any)
+			ref, _ := sp["$ref"].(string)
+			if items, ok := sp["items"].(map[string]any); ok && ref == "" {
+				ref, _ = items["$ref"].(string)
+			}
+			if ref != "" {
+				m[p] = strings.TrimPrefix(ref, "#/definitions/")
+			}
+		}
+		out[name] = m
+	}
+	return out
+}
+
+// Validate checks a JSON resource of type typ. A body that is not a JSON
+// object with that resourceType yields a structure error at the root.
+func (v *Validator) Validate(typ string, body []byte, opts Options) *Result {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var doc any
+	if err := dec.Decode(&doc); err != nil {
+		return &Result{Issues: []Issue{{Severity: "error", Code: "structure", Diagnostics: "the body is not valid JSON: " + err.Error()}}}
+	}
+	w := &walker{v: v, opts: opts, seen: map[string]bool{}}
+	w.resource(typ, doc, typ)
+	sort.SliceStable(w.issues, func(i, j int) bool { return w.issues[i].Expression < w.issues[j].Expression })
+	return &Result{Issues: w.issues}
+}
+
+// walker collects the issues of one resource and the resources nested in it.
+type walker struct {
+	v      *Validator
+	opts   Options
+	issues []Issue
+	seen   map[string]bool
+}
+
+func (w *walker) add(is Issue) {
+	key := is.Severity + "|" + is.Code + "|" + is.Expression
+	if w.seen[key] {
+		return
+	}
+	w.seen[key] = true
+	w.issues = append(w.issues, is)
+}
+
+func (w *walker) errorf(code, expr, format string, args ...any) {
+	w.add(Issue{Severity: "error", Code: code, Expression: expr, Diagnostics: fmt.Sprintf(format, args...)})
+}
+
+// resource validates doc as a resource of type typ located at path.
+func (w *walker) resource(typ string, doc any, path string) {
+	obj, ok := doc.(map[string]any)
+	if !ok {
+		w.errorf("structure", path, "a resource must be a JSON object")
+		return
+	}
+	rt, _ := obj["resourceType"].(string)
+	if rt == "" {
+		w.errorf("required", path, "the resource has no resourceType")
+		return
+	}
+	if typ == "" { // nested: the resource names its own type
+		typ = rt
+	}
+	schema := w.v.schemas[typ]
+	if schema == nil || rt != typ {
+		w.errorf("invalid", path+".resourceType", "unknown or unexpected resourceType %q", rt)
+		return
+	}
+	w.values(obj, path, typ)
+	pruneExtensionNulls(obj)
+	if err := schema.Validate(doc); err != nil {
+		if ve, ok := err.(*jsonschema.ValidationError); ok {
+			w.schemaError(ve, path, "")
+		} else {
+			w.errorf("exception", path, "validation failed: %v", err)
+		}
+	}
+}
+
+// values walks a resource's content along its definitions: empty values are
+// forbidden in FHIR JSON, required primitives must be present (as value or
+// as _element), and nested resources are validated against their own type.
+func (w *walker) values(v any, path, def string) {
+	switch x := v.(type) {
+	case map[string]any:
+		if def == "ResourceList" {
+			w.resource("", x, path)
+			return
+		}
+		if len(x) == 0 {
+			w.errorf("structure", path, "empty objects are not allowed in FHIR JSON")
+		}
+		for _, name := range w.v.required[def] {
+			_, value := x[name]
+			_, ext := x["_"+name]
+			if !value && !ext {
+				w.errorf("required", path+"."+name, "missing required element %q", name)
+			}
+		}
+		for k, child := range x {
+			w.values(child, path+"."+k, w.v.children[def][k])
+		}
+	case []any:
+		if len(x) == 0 {
+			w.errorf("structure", path, "empty arrays are not allowed in FHIR JSON")
+		}
+		for i, child := range x {
+			w.values(child, path+"["+strconv.Itoa(i)+"]", def)
+		}
+	case string:
+		if strings.TrimSpace(x) == "" {
+			w.errorf("value", path, "empty or blank strings are not allowed in FHIR JSON")
+		}
+	}
+}
+
+// pruneExtensionNulls removes the nulls FHIR JSON allows: in an array of
+// primitives, a null whose _element twin carries an extension, and nulls in
+// the _element array itself. The schema knows nothing of this pairing.
+func pruneExtensionNulls(v any) {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, child := range x {
+			if strings.HasPrefix(k, "_") {
+				continue
+			}
+			arr, ok := child.([]any)
+			ext, hasExt := x["_"+k].([]any)
+			if ok && hasExt {
+				kept := arr[:0:0]
+				for i, item := range arr {
+					if item != nil || i >= len(ext) || ext[i] == nil {
+						kept = append(kept, item)
+					}
+				}
+				x[k] = kept
+				keptExt := ext[:0:0]
+				for _, e := range ext {
+					if e != nil {
+						keptExt = append(keptExt, e)
+					}
+				}
+				x["_"+k] = keptExt
+			}
+		}
+		for _, child := range x {
+			pruneExtensionNulls(child)
+		}
+	case []any:
+		for _, child := range x {
+			pruneExtensionNulls(child)
+		}
+	}
+}
+
+var (
+	refMsg      = regexp.MustCompile(`^doesn't validate with '?.*#?/definitions/([A-Za-z_.]+)'?$`)
+	quotedNames = regexp.MustCompile(`'([^']*)'`)
+)
+
+// schemaError turns the leaves of a schema failure into issues; dataType is
+// the FHIR type of the value being checked, learnt from the $ref above it.
+func (w *walker) schemaError(e *jsonschema.ValidationError, root, dataType string) {
+	if m := refMsg.FindStringSubmatch(e.Message); m != nil {
+		dataType = m[1]
+	}
+	if len(e.Causes) > 0 {
+		for _, c := range e.Causes {
+			w.schemaError(c, root, dataType)
+		}
+		return
+	}
+	at := fhirPath(root, e.InstanceLocation)
+	keyword := e.KeywordLocation[strings.LastIndex(e.KeywordLocation, "/")+1:]
+	switch keyword {
+	case "additionalProperties":
+		for _, m := range quotedNames.FindAllStringSubmatch(e.Message, -1) {
+			sev := "error"
+			if w.opts.Lenient {
+				sev = "warning"
+			}
+			w.add(Issue{Severity: sev, Code: "structure", Expression: at + "." + m[1], Diagnostics: fmt.Sprintf("unknown element %q", m[1])})
+		}
+	case "required":
+		for _, m := range quotedNames.FindAllStringSubmatch(e.Message, -1) {
+			w.errorf("required", at+"."+m[1], "missing required element %q", m[1])
+		}
+	case "type":
+		w.errorf("structure", at, "wrong JSON type: %s", e.Message)
+	case "enum":
+		w.errorf("code-invalid", at, "%s", strings.Replace(e.Message, "value must be", "the code must be", 1))
+	case "pattern":
+		w.errorf("value", at, "%s", patternMessage(dataType))
+	case "const":
+		w.errorf("invalid", at, "%s", e.Message)
+	default:
+		w.errorf("invalid", at, "%s", e.Message)
+	}
+}
+
+func patternMessage(dataType string) string {
+	if dataType == "" {
+		return "the value has an invalid format"
+	}
+	return fmt.Sprintf("the value is not a valid FHIR %s", dataType)
+}
+
+// fhirPath turns a JSON pointer (/name/0/given/1) under root into FHIRPath
+// (Patient.name[0].given[1]).
+func fhirPath(root, pointer string) string {
+	var b strings.Builder
+	b.WriteString(root)
+	for _, seg := range strings.Split(pointer, "/") {
+		if seg == "" {
+			continue
+		}
+		seg = strings.NewReplacer("~1", "/", "~0", "~").Replace(seg)
+		if _, err := strconv.Atoi(seg); err == nil {
+			b.WriteString("[" + seg + "]")
+			continue
+		}
+		b.WriteString("." + seg)
+	}
+	return b.String()
+}

@@ -1,0 +1,222 @@
+package fhirschema_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+
+	"fhirstore/fhirschema"
+)
+
+var validator = sync.OnceValues(fhirschema.NewValidator)
+
+func mustValidator(t testing.TB) *fhirschema.Validator {
+	t.Helper()
+	v, err := validator()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func TestValidationReportsEachProblemWithItsFHIRPath(t *testing.T) {
+	v := mustValidator(t)
+	tests := []struct {
+		name, typ, body string
+		wantCode        string
+		wantExpr        string
+	}{
+		{"unknown element", "Patient", `{"resourceType":"Patient","nosuch":1}`, "structure", "Patient.nosuch"},
+		{"string for a boolean", "Patient", `{"resourceType":"Patient","active":"true"}`, "structure", "Patient.active"},
+		{"object for an array", "Patient", `{"resourceType":"Patient","name":{"family":"X"}}`, "structure", "Patient.name"},
+		{"bad code in a required binding", "Patient", `{"resourceType":"Patient","gender":"yes"}`, "code-invalid", "Patient.gender"},
+		{"bad DiagnosticReport.status", "DiagnosticReport", `{"resourceType":"DiagnosticReport","status":"done","code":{"text":"x"}}`, "code-invalid", "DiagnosticReport.status"},
+		{"missing DiagnosticReport.code", "DiagnosticReport", `{"resourceType":"DiagnosticReport","status":"final"}`, "required", "DiagnosticReport.code"},
+		{"missing EpisodeOfCare.patient", "EpisodeOfCare", `{"resourceType":"EpisodeOfCare","status":"active"}`, "required", "EpisodeOfCare.patient"},
+		{"missing List.mode", "List", `{"resourceType":"List","status":"current"}`, "required", "List.mode"},
+		{"malformed date", "Patient", `{"resourceType":"Patient","birthDate":"1990-13-45"}`, "value", "Patient.birthDate"},
+		{"malformed dateTime", "Observation", `{"resourceType":"Observation","status":"final","code":{"text":"x"},"effectiveDateTime":"2020-01-01 10:00"}`, "value", "Observation.effectiveDateTime"},
+		{"malformed instant", "Observation", `{"resourceType":"Observation","status":"final","code":{"text":"x"},"issued":"2020-01-01"}`, "value", "Observation.issued"},
+		{"malformed id", "Patient", `{"resourceType":"Patient","id":"a b"}`, "value", "Patient.id"},
+		{"malformed uri", "Patient", `{"resourceType":"Patient","implicitRules":"a b"}`, "value", "Patient.implicitRules"},
+		{"empty string in an array", "Patient", `{"resourceType":"Patient","name":[{"given":["A",""]}]}`, "value", "Patient.name[0].given[1]"},
+		{"empty array", "Patient", `{"resourceType":"Patient","telecom":[]}`, "structure", "Patient.telecom"},
+		{"empty object", "Patient", `{"resourceType":"Patient","maritalStatus":{}}`, "structure", "Patient.maritalStatus"},
+		{"malformed primitive extension", "Patient", `{"resourceType":"Patient","birthDate":"1990-01-01","_birthDate":{"extension":"x"}}`, "structure", "Patient._birthDate.extension"},
+		{"missing resourceType", "Patient", `{"name":[{"family":"X"}]}`, "required", "Patient"},
+		{"contained resource checked against its own type", "Patient", `{"resourceType":"Patient","contained":[{"resourceType":"Observation","status":"bogus","code":{"text":"x"}}]}`, "code-invalid", "Patient.contained[0].status"},
+		{"Bundle entry checked against its own type", "Bundle", `{"resourceType":"Bundle","type":"batch","entry":[{"resource":{"resourceType":"Patient","gender":"x"}}]}`, "code-invalid", "Bundle.entry[0].resource.gender"},
+		{"unknown nested resource type", "Bundle", `{"resourceType":"Bundle","type":"batch","entry":[{"resource":{"resourceType":"Nope"}}]}`, "invalid", "Bundle.entry[0].resource.resourceType"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := v.Validate(tt.typ, []byte(tt.body), fhirschema.Options{})
+			if r.Valid() {
+				t.Fatalf("accepted %s", tt.body)
+			}
+			for _, is := range r.Issues {
+				if is.Severity == "error" && is.Code == tt.wantCode && is.Expression == tt.wantExpr && is.Diagnostics != "" {
+					return
+				}
+			}
+			t.Fatalf("no %s error at %s in %+v", tt.wantCode, tt.wantExpr, r.Issues)
+		})
+	}
+}
+
+func TestValidationAcceptsWellFormedResources(t *testing.T) {
+	v := mustValidator(t)
+	for _, body := range []string{
+		`{"resourceType":"Patient","birthDate":"1990-01-01","_birthDate":{"extension":[{"url":"http://x","valueString":"y"}]}}`,
+		`{"resourceType":"Patient","name":[{"given":["A",null],"_given":[null,{"extension":[{"url":"http://x","valueString":"y"}]}]}]}`,
+		`{"resourceType":"Patient","name":[{"text":"no\u00a0break space"}]}`,
+		`{"resourceType":"Observation","status":"final","code":{"text":"w"},"valueQuantity":{"value":1.50,"unit":"kg"}}`,
+	} {
+		if r := v.Validate(strings.SplitN(body[17:], `"`, 2)[0], []byte(body), fhirschema.Options{}); !r.Valid() {
+			t.Errorf("rejected %s: %+v", body, r.Issues)
+		}
+	}
+}
+
+func TestLenientHandlingMakesUnknownElementsWarnings(t *testing.T) {
+	v := mustValidator(t)
+	r := v.Validate("Patient", []byte(`{"resourceType":"Patient","nosuch":1}`), fhirschema.Options{Lenient: true})
+	if !r.Valid() || len(r.Issues) != 1 || r.Issues[0].Severity != "warning" || r.Issues[0].Expression != "Patient.nosuch" {
+		t.Fatalf("lenient: %+v", r.Issues)
+	}
+	r = v.Validate("Patient", []byte(`{"resourceType":"Patient","nosuch":1,"gender":"yes"}`), fhirschema.Options{Lenient: true})
+	if r.Valid() {
+		t.Fatal("lenient handling accepted a bad code")
+	}
+}
+
+// examples returns the official R4 examples, by file name.
+func examples(t testing.TB) map[string][]byte {
+	t.Helper()
+	files, err := filepath.Glob("../testdata/fhir/examples/*.json")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no examples in testdata: %v", err)
+	}
+	out := map[string][]byte{}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[filepath.Base(f)] = b
+	}
+	return out
+}
+
+func resourceTypeOf(t testing.TB, body []byte) string {
+	var head struct {
+		ResourceType string `json:"resourceType"`
+	}
+	if err := json.Unmarshal(body, &head); err != nil {
+		t.Fatal(err)
+	}
+	return head.ResourceType
+}
+
+// knownInvalid lists official examples that break the R4 rules, with why.
+func knownInvalid(t testing.TB) map[string]string {
+	t.Helper()
+	b, err := os.ReadFile("../testdata/fhir/known-invalid.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]string
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func TestEveryOfficialExampleValidates(t *testing.T) {
+	v := mustValidator(t)
+	invalid := knownInvalid(t)
+	for name, body := range examples(t) {
+		r := v.Validate(resourceTypeOf(t, body), body, fhirschema.Options{})
+		switch reason, known := invalid[name]; {
+		case known && r.Valid():
+			t.Errorf("%s is listed as invalid (%s) but validates", name, reason)
+		case !known && !r.Valid():
+			t.Errorf("%s: %+v", name, r.Issues)
+		}
+	}
+}
+
+// TestEveryBrokenExampleIsReportedWhereItIsBroken adds an unknown element to
+// the first object inside the first array of each example and expects it
+// reported at exactly that place.
+func TestEveryBrokenExampleIsReportedWhereItIsBroken(t *testing.T) {
+	v := mustValidator(t)
+	for name, body := range examples(t) {
+		typ := resourceTypeOf(t, body)
+		broken, where := breakExample(t, body)
+		want := typ + where + ".notAnElement"
+		r := v.Validate(typ, broken, fhirschema.Options{})
+		found := false
+		for _, is := range r.Issues {
+			found = found || (is.Severity == "error" && is.Expression == want)
+		}
+		if !found {
+			t.Errorf("%s: no error at %s in %+v", name, want, r.Issues)
+		}
+	}
+}
+
+// breakExample inserts "notAnElement" into the first object found in a
+// top-level array (or at the root) and returns the FHIRPath of that object.
+func breakExample(t testing.TB, body []byte) ([]byte, string) {
+	var doc map[string]any
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	if err := dec.Decode(&doc); err != nil {
+		t.Fatal(err)
+	}
+	keys := make([]string, 0, len(doc))
+	for k := range doc {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	where := ""
+	target := doc
+	for _, k := range keys {
+		if k == "contained" || k == "entry" && doc["resourceType"] == "Bundle" {
+			continue
+		}
+		if arr, ok := doc[k].([]any); ok && len(arr) > 0 {
+			if obj, ok := arr[0].(map[string]any); ok {
+				target, where = obj, "."+k+"[0]"
+				break
+			}
+		}
+	}
+	target["notAnElement"] = true
+	out, err := json.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out, where
+}
+
+func BenchmarkValidatePatient(b *testing.B) {
+	v := mustValidator(b)
+	body, err := os.ReadFile("../testdata/fhir/examples/Patient-example.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if r := v.Validate("Patient", body, fhirschema.Options{}); !r.Valid() {
+			b.Fatal(r.Issues)
+		}
+	}
+}
