@@ -203,7 +203,7 @@ func (s *Store) VRead(ctx context.Context, tenant, typ, id string, vid string) (
 		return nil, err
 	}
 	n, err := strconv.Atoi(vid)
-	if err != nil || n < 1 || ValidateID(id) != nil {
+	if err != nil || n < 1 || strconv.Itoa(n) != vid || ValidateID(id) != nil {
 		return nil, fmt.Errorf("vread %s/%s/_history/%s: %w", typ, id, vid, ErrNotFound)
 	}
 	var h historyDoc

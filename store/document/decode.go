@@ -55,7 +55,7 @@ func FromJSON(data []byte, maxDepth int) (*Decoded, error) {
 		maxDepth = DefaultMaxDepth
 	}
 	if !utf8.Valid(data) {
-		return nil, &SyntaxError{Msg: "body is not valid UTF-8"}
+		return nil, &SyntaxError{Offset: int64(firstInvalidUTF8(data)), Msg: "body is not valid UTF-8"}
 	}
 	p := &parser{dec: json.NewDecoder(bytes.NewReader(data)), maxDepth: maxDepth}
 	p.dec.UseNumber()
@@ -191,6 +191,17 @@ func FormatFloat(f float64) string {
 		return strconv.FormatFloat(f, 'e', -1, 64)
 	}
 	return strconv.FormatFloat(f, 'f', -1, 64)
+}
+
+func firstInvalidUTF8(b []byte) int {
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n == 1 {
+			return i
+		}
+		i += n
+	}
+	return len(b)
 }
 
 func checkKey(key string) error {
