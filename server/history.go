@@ -115,7 +115,7 @@ func historyBundle(c *gin.Context, page *store.HistoryPage) *bundle {
 		Meta:         map[string]any{"lastUpdated": time.Now().UTC().Format(store.InstantLayout)},
 		Type:         "history",
 		Total:        page.Total,
-		Link:         []bundleLink{{Relation: "self", URL: pageURL(c, "")}},
+		Link:         []bundleLink{{Relation: "self", URL: pageURL(c, c.Query(cursorParam))}},
 	}
 	if page.HasNext && page.Last != nil {
 		b.Link = append(b.Link, bundleLink{Relation: "next", URL: pageURL(c, encodeCursor(page.Last, false))})
@@ -136,11 +136,13 @@ func historyEntry(base string, r *store.Resource) bundleEntry {
 		Request:  map[string]any{"method": r.Method, "url": r.Type + "/" + r.ID},
 		Response: map[string]any{"etag": etag(r.VersionID), "lastModified": r.LastUpdated.UTC().Format(store.InstantLayout)},
 	}
-	switch r.Method {
-	case "POST":
+	switch {
+	case r.Method == "POST":
 		e.Request["url"] = r.Type
 		e.Response["status"] = "201 Created"
-	case "DELETE":
+	case r.VersionID == 1: // created by an update with the client's id
+		e.Response["status"] = "201 Created"
+	case r.Method == "DELETE":
 		e.Response["status"] = "204 No Content"
 	default:
 		e.Response["status"] = "200 OK"

@@ -68,9 +68,9 @@ func (s *Store) History(ctx context.Context, tenant string, q HistoryQuery) (*Hi
 	filter, dir := historyFilter(q, q.Since, to), -1
 	switch {
 	case q.After != nil:
-		filter = append(filter, keyset(q.After, "$lt"))
+		filter = beyond(filter, q.After, "$lt")
 	case q.Before != nil:
-		filter, dir = append(filter, keyset(q.Before, "$gt")), 1
+		filter, dir = beyond(filter, q.Before, "$gt"), 1
 	}
 	rows, err := s.historyRows(ctx, coll, q, filter, dir)
 	if err != nil {
@@ -127,12 +127,14 @@ func historyFilter(q HistoryQuery, from, to *time.Time) bson.D {
 	return f
 }
 
-// keyset selects rows strictly beyond pos in the (lastUpdated, _id) order.
-func keyset(pos *HistoryPosition, op string) bson.E {
-	return bson.E{Key: "$or", Value: bson.A{
+// beyond narrows filter to rows strictly beyond pos in the (lastUpdated, _id)
+// order; $and keeps it one key however often it is narrowed.
+func beyond(filter bson.D, pos *HistoryPosition, op string) bson.D {
+	keyset := bson.D{{Key: "$or", Value: bson.A{
 		bson.D{{Key: "lastUpdated", Value: bson.D{{Key: op, Value: pos.LastUpdated}}}},
 		bson.D{{Key: "lastUpdated", Value: pos.LastUpdated}, {Key: "_id", Value: bson.D{{Key: op, Value: pos.Key}}}},
-	}}
+	}}}
+	return bson.D{{Key: "$and", Value: bson.A{filter, keyset}}}
 }
 
 // historyRows reads up to Count+1 rows matching filter. With _at, rows that
@@ -159,7 +161,7 @@ func (s *Store) historyRows(ctx context.Context, coll *mongo.Collection, q Histo
 		if q.At != nil && fetched > 0 {
 			last := batch[fetched-1]
 			op := map[int]string{-1: "$lt", 1: "$gt"}[dir]
-			filter = append(base[:len(base):len(base)], keyset(&HistoryPosition{LastUpdated: last.LastUpdated, Key: last.Key}, op))
+			filter = beyond(base, &HistoryPosition{LastUpdated: last.LastUpdated, Key: last.Key}, op)
 			if batch, err = s.dropSuperseded(ctx, coll, batch, q.At.Lo); err != nil {
 				return nil, err
 			}
