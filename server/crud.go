@@ -45,7 +45,7 @@ func (s *Server) create(c *gin.Context, typ string) {
 }
 
 func (s *Server) update(c *gin.Context, typ, id string) {
-	ifMatch, err := parseIfMatch(c.GetHeader("If-Match"))
+	opts, err := writeOptions(c)
 	if err != nil {
 		s.abort(c, err)
 		return
@@ -55,7 +55,7 @@ func (s *Server) update(c *gin.Context, typ, id string) {
 		s.abort(c, err)
 		return
 	}
-	res, created, err := s.store.Update(c.Request.Context(), c.GetString(tenantKey), typ, id, body, store.WriteOptions{IfMatch: ifMatch})
+	res, created, err := s.store.Update(c.Request.Context(), c.GetString(tenantKey), typ, id, body, opts)
 	if err != nil {
 		s.abort(c, err)
 		return
@@ -131,12 +131,12 @@ func (s *Server) respondRead(c *gin.Context, res *store.Resource) {
 }
 
 func (s *Server) delete(c *gin.Context, typ, id string) {
-	ifMatch, err := parseIfMatch(c.GetHeader("If-Match"))
+	opts, err := writeOptions(c)
 	if err != nil {
 		s.abort(c, err)
 		return
 	}
-	res, err := s.store.Delete(c.Request.Context(), c.GetString(tenantKey), typ, id, store.WriteOptions{IfMatch: ifMatch})
+	res, err := s.store.Delete(c.Request.Context(), c.GetString(tenantKey), typ, id, opts)
 	msg := ""
 	switch {
 	case errors.Is(err, store.ErrGone): // deleting twice is not an error
@@ -156,17 +156,21 @@ func (s *Server) delete(c *gin.Context, typ, id string) {
 	c.Writer.WriteHeaderNow()
 }
 
-// parseIfMatch reads W/"n" (or "n"); a malformed value is a 400.
-func parseIfMatch(h string) (*int, error) {
-	if h == "" {
-		return nil, nil
+// writeOptions reads If-Match: W/"n" (or "n") or * (any current version);
+// a malformed value is a 400.
+func writeOptions(c *gin.Context) (store.WriteOptions, error) {
+	h := strings.TrimSpace(c.GetHeader("If-Match"))
+	switch h {
+	case "":
+		return store.WriteOptions{}, nil
+	case "*":
+		return store.WriteOptions{IfExists: true}, nil
 	}
-	v := strings.TrimPrefix(strings.TrimSpace(h), "W/")
-	n, err := strconv.Atoi(strings.Trim(v, `"`))
+	n, err := strconv.Atoi(strings.Trim(strings.TrimPrefix(h, "W/"), `"`))
 	if err != nil || n < 1 {
-		return nil, fail(http.StatusBadRequest, "value", fmt.Sprintf("If-Match %q is not a version ETag such as W/\"1\"", h), "")
+		return store.WriteOptions{}, fail(http.StatusBadRequest, "value", fmt.Sprintf("If-Match %q is not a version ETag such as W/\"1\"", h), "")
 	}
-	return &n, nil
+	return store.WriteOptions{IfMatch: &n}, nil
 }
 
 func matchesETag(header string, vid int) bool {

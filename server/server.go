@@ -5,6 +5,7 @@ package server
 
 import (
 	"net/http"
+	"sort"
 	"strings"
 	"time"
 
@@ -110,48 +111,76 @@ func (s *Server) fhir(c *gin.Context) {
 	}
 }
 
-// dispatch routes a FHIR path by its segments:
-// [type] [type/id] [type/id/_history] [type/id/_history/vid] [type/_history] [_history].
+// route serves one interaction; segs are the path segments after /fhir/r4.
+type route func(s *Server, c *gin.Context, segs []string)
+
+// routes maps a path shape (see shapeOf) and method to its interaction.
+var fhirRoutes = map[string]map[string]route{
+	"": {http.MethodPost: func(s *Server, c *gin.Context, _ []string) {
+		s.notSupported(c, "batch and transaction Bundles are not supported yet")
+	}},
+	"_history": {http.MethodGet: func(s *Server, c *gin.Context, _ []string) { s.history(c, "", "") }},
+	"T": {
+		http.MethodPost: func(s *Server, c *gin.Context, g []string) { s.create(c, g[0]) },
+		http.MethodGet:  func(s *Server, c *gin.Context, _ []string) { s.notSupported(c, "search is not supported yet") },
+	},
+	"T/_history": {http.MethodGet: func(s *Server, c *gin.Context, g []string) { s.history(c, g[0], "") }},
+	"T/I": {
+		http.MethodGet:    func(s *Server, c *gin.Context, g []string) { s.read(c, g[0], g[1]) },
+		http.MethodPut:    func(s *Server, c *gin.Context, g []string) { s.update(c, g[0], g[1]) },
+		http.MethodDelete: func(s *Server, c *gin.Context, g []string) { s.delete(c, g[0], g[1]) },
+	},
+	"T/I/_history":   {http.MethodGet: func(s *Server, c *gin.Context, g []string) { s.history(c, g[0], g[1]) }},
+	"T/I/_history/V": {http.MethodGet: func(s *Server, c *gin.Context, g []string) { s.vread(c, g[0], g[1], g[3]) }},
+}
+
+// shapeOf names the shape of a FHIR path: T for a type, I for an id, V for
+// a version, literal _history kept.
+func shapeOf(segs []string) string {
+	shape := make([]string, len(segs))
+	for i, seg := range segs {
+		switch {
+		case seg == "_history" && (i == 0 || i == 2 || (i == 1 && len(segs) == 2)):
+			shape[i] = seg
+		case i == 0:
+			shape[i] = "T"
+		case i == 1:
+			shape[i] = "I"
+		default:
+			shape[i] = "V"
+		}
+	}
+	return strings.Join(shape, "/")
+}
+
+// dispatch routes a FHIR path by its shape: 404 for paths nothing serves,
+// 405 with Allow for a method the path does not support.
 func (s *Server) dispatch(c *gin.Context) {
 	segs := strings.Split(strings.Trim(c.Param("path"), "/"), "/")
 	if len(segs) == 1 && segs[0] == "" {
 		segs = nil
 	}
-	m := c.Request.Method
-	switch {
-	case len(segs) == 0 && m == http.MethodPost:
-		s.notSupported(c, "batch and transaction Bundles are not supported yet")
-	case len(segs) == 1 && segs[0] == "_history" && m == http.MethodGet:
-		s.history(c, "", "")
-	case len(segs) == 1 && m == http.MethodPost:
-		s.withType(c, segs[0], func() { s.create(c, segs[0]) })
-	case len(segs) == 1 && m == http.MethodGet:
-		s.withType(c, segs[0], func() { s.notSupported(c, "search is not supported yet") })
-	case len(segs) == 2 && segs[1] == "_history" && m == http.MethodGet:
-		s.withType(c, segs[0], func() { s.history(c, segs[0], "") })
-	case len(segs) == 2 && m == http.MethodGet:
-		s.withType(c, segs[0], func() { s.read(c, segs[0], segs[1]) })
-	case len(segs) == 2 && m == http.MethodPut:
-		s.withType(c, segs[0], func() { s.update(c, segs[0], segs[1]) })
-	case len(segs) == 2 && m == http.MethodDelete:
-		s.withType(c, segs[0], func() { s.delete(c, segs[0], segs[1]) })
-	case len(segs) == 3 && segs[2] == "_history" && m == http.MethodGet:
-		s.withType(c, segs[0], func() { s.history(c, segs[0], segs[1]) })
-	case len(segs) == 4 && segs[2] == "_history" && m == http.MethodGet:
-		s.withType(c, segs[0], func() { s.vread(c, segs[0], segs[1], segs[3]) })
-	case len(segs) <= 4:
-		s.abort(c, fail(http.StatusMethodNotAllowed, "not-supported", m+" is not allowed on "+c.Request.URL.Path, ""))
-	default:
+	methods, ok := fhirRoutes[shapeOf(segs)]
+	if !ok {
 		s.abort(c, fail(http.StatusNotFound, "not-found", "no such FHIR endpoint: "+c.Request.URL.Path, ""))
-	}
-}
-
-func (s *Server) withType(c *gin.Context, typ string, next func()) {
-	if !isResourceType(typ) {
-		s.abort(c, fail(http.StatusNotFound, "not-supported", "unknown resource type "+quote(typ), ""))
 		return
 	}
-	next()
+	if len(segs) > 0 && segs[0] != "_history" && !isResourceType(segs[0]) {
+		s.abort(c, fail(http.StatusNotFound, "not-supported", "unknown resource type "+quote(segs[0]), ""))
+		return
+	}
+	handle, ok := methods[c.Request.Method]
+	if !ok {
+		allow := make([]string, 0, len(methods))
+		for m := range methods {
+			allow = append(allow, m)
+		}
+		sort.Strings(allow)
+		c.Header("Allow", strings.Join(allow, ", "))
+		s.abort(c, fail(http.StatusMethodNotAllowed, "not-supported", c.Request.Method+" is not allowed on "+c.Request.URL.Path, ""))
+		return
+	}
+	handle(s, c, segs)
 }
 
 func (s *Server) notSupported(c *gin.Context, msg string) {

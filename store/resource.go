@@ -39,6 +39,9 @@ type Resource struct {
 type WriteOptions struct {
 	// IfMatch, when set, is the version the resource must currently have.
 	IfMatch *int
+	// IfExists requires a current (not deleted) version, whatever it is
+	// (HTTP If-Match: *).
+	IfExists bool
 }
 
 // idPattern is the FHIR id datatype.
@@ -118,7 +121,7 @@ func (s *Store) Update(ctx context.Context, tenant, typ, id string, body []byte,
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return nil, false, fmt.Errorf("update %s/%s: %w", typ, id, err)
 	}
-	if err := checkIfMatch(opts.IfMatch, cur); err != nil {
+	if err := checkIfMatch(opts, cur); err != nil {
 		return nil, false, fmt.Errorf("update %s/%s: %w", typ, id, err)
 	}
 	res, err = s.write(ctx, tenant, in, id, cur, "PUT")
@@ -141,7 +144,7 @@ func (s *Store) Delete(ctx context.Context, tenant, typ, id string, opts WriteOp
 	if err != nil {
 		return nil, fmt.Errorf("delete %s/%s: %w", typ, id, err)
 	}
-	if err := checkIfMatch(opts.IfMatch, cur); err != nil {
+	if err := checkIfMatch(opts, cur); err != nil {
 		return nil, fmt.Errorf("delete %s/%s: %w", typ, id, err)
 	}
 	if cur.Deleted {
@@ -155,13 +158,17 @@ func (s *Store) Delete(ctx context.Context, tenant, typ, id string, opts WriteOp
 }
 
 func (s *Store) conflict(err error, opts WriteOptions) error {
-	if errors.Is(err, ErrConflict) && opts.IfMatch != nil {
+	if errors.Is(err, ErrConflict) && (opts.IfMatch != nil || opts.IfExists) {
 		return fmt.Errorf("%w: changed concurrently", ErrPreconditionFailed)
 	}
 	return err
 }
 
-func checkIfMatch(want *int, cur *storedDoc) error {
+func checkIfMatch(opts WriteOptions, cur *storedDoc) error {
+	if opts.IfExists && (cur == nil || cur.Deleted) {
+		return fmt.Errorf("%w: If-Match * but the resource does not exist", ErrPreconditionFailed)
+	}
+	want := opts.IfMatch
 	if want == nil {
 		return nil
 	}

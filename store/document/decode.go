@@ -132,6 +132,10 @@ func (p *parser) array(path string, depth int) (bson.A, error) {
 	arr := bson.A{}
 	for i := 0; p.dec.More(); i++ {
 		v, err := p.value(path+"["+strconv.Itoa(i)+"]", depth)
+		if _, nested := v.(bson.A); nested && err == nil {
+			// FHIR JSON never nests arrays, and MongoDB-compatible engines differ on them.
+			return nil, &SyntaxError{Path: path + "[" + strconv.Itoa(i) + "]", Offset: p.dec.InputOffset(), Msg: "arrays directly inside arrays are not allowed"}
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -156,6 +160,9 @@ func (p *parser) value(path string, depth int) (any, error) {
 		return p.array(path, depth+1)
 	case json.Number:
 		v, canonical := parseNumber(string(t))
+		if f, ok := v.(float64); ok && math.IsInf(f, 0) {
+			return nil, &SyntaxError{Path: path, Offset: p.dec.InputOffset(), Msg: "number " + string(t) + " is out of range"}
+		}
 		if canonical != string(t) {
 			p.numText = append(p.numText, NumText{Path: path, Text: string(t)})
 		}

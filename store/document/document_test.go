@@ -108,7 +108,7 @@ func TestRoundTrip(t *testing.T) {
 		{"empty object", `{}`, ""},
 		{"key order kept", `{"zeta":1,"alpha":2,"mu":3,"beta":{"z":true,"a":false}}`, ""},
 		{"resourceType not first", `{"status":"final","resourceType":"Observation","id":"x"}`, ""},
-		{"nested", `{"a":{"b":{"c":[1,[2,[3,{"d":[]}]],{}]}},"e":[[],[[]]]}`, ""},
+		{"nested", `{"a":{"b":{"c":[1,{"d":[]},{}]}},"e":[]}`, ""},
 		{"arrays of objects", `{"name":[{"given":["Peter","James"],"family":"Chalmers"},{"use":"usual","given":["Jim"]}]}`, ""},
 		{"pretty input is compacted", "{\n  \"b\" : [ 1 , 2 ],\r\n\t\"a\" : { }\n}\n", ""},
 		{"unicode", `{"e":"é","emoji":"😀🏥","nbsp":"a b","ls":"a b","ps":"a b","cjk":"日本語","key é":"v"}`, ""},
@@ -116,8 +116,8 @@ func TestRoundTrip(t *testing.T) {
 		{"escape in key", `{"a\"b":1,"c\\d":2,"e\nf":3}`, ""},
 		{"html not escaped", `{"div":"<div xmlns=\"http://www.w3.org/1999/xhtml\"><p>a &amp; b &lt; c</p></div>","x":"<>&"}`, ""},
 		{"DEL kept raw", "{\"del\":\"a\x7fb\"}", ""},
-		{"numbers", `{"zero":0,"neg":-1,"dec":1.50,"dec2":0.1000,"exp":1e2,"EXP":1E+2,"negzero":-0,"negzerof":-0.0,"pi":3.141592653589793238,"big":12345678901234567890,"int32over":2147483648,"int32under":-2147483649,"huge":1e400,"neghuge":-1e400,"tiny":1e-400,"denorm":5e-324,"micro":0.000001,"sub":1e-7,"e21":1e21,"maxint64":9223372036854775807,"minint64":-9223372036854775808,"overint64":9223372036854775808,"one":1,"onef":1.0,"frac":0.5,"negexp":-2.5E-3}`, ""},
-		{"numbers in arrays", `{"a":[1.50,[1e2,[0.1000]],{"v":-0.0}],"b":[1,2.0,3]}`, ""},
+		{"numbers", `{"zero":0,"neg":-1,"dec":1.50,"dec2":0.1000,"exp":1e2,"EXP":1E+2,"negzero":-0,"negzerof":-0.0,"pi":3.141592653589793238,"big":12345678901234567890,"int32over":2147483648,"int32under":-2147483649,"tiny":1e-400,"denorm":5e-324,"micro":0.000001,"sub":1e-7,"e21":1e21,"maxint64":9223372036854775807,"minint64":-9223372036854775808,"overint64":9223372036854775808,"one":1,"onef":1.0,"frac":0.5,"negexp":-2.5E-3}`, ""},
+		{"numbers in arrays", `{"a":[1.50,{"w":[1e2,{"x":[0.1000]}]},{"v":-0.0}],"b":[1,2.0,3]}`, ""},
 		{"literals", `{"t":true,"f":false,"n":null,"a":[true,false,null]}`, ""},
 		{"NUL in string value", `{"a":"x\u0000y"}`, ""},
 		// Escapes our encoder writes differently: same strings, other bytes.
@@ -177,8 +177,6 @@ func TestStoredForm(t *testing.T) {
 		{"1e-07", 1e-7, false},
 		{"1e21", 1e21, true}, // canonical is 1e+21
 		{"1e+21", 1e21, false},
-		{"1e400", math.Inf(1), true},
-		{"-1e400", math.Inf(-1), true},
 		{"1e-400", 0.0, true},
 	}
 	for _, tc := range cases {
@@ -224,7 +222,7 @@ func TestNumTextPaths(t *testing.T) {
 // TestToJSONWithoutNumText shows the canonical rendering used when no
 // original text is known (e.g. numbers written by the server itself).
 func TestToJSONWithoutNumText(t *testing.T) {
-	dec, err := document.FromJSON([]byte(`{"a":1.50,"b":1e2,"c":-0.0,"d":1e21,"e":1e-7,"f":0.000001,"g":2147483648,"h":1e400}`), 0)
+	dec, err := document.FromJSON([]byte(`{"a":1.50,"b":1e2,"c":-0.0,"d":1e21,"e":1e-7,"f":0.000001,"g":2147483648}`), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,8 +234,7 @@ func TestToJSONWithoutNumText(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Infinity has no JSON form; FormatFloat renders it as 0.
-	want := `{"a":1.5,"b":100,"c":-0,"d":1e+21,"e":1e-07,"f":0.000001,"g":2147483648,"h":0}`
+	want := `{"a":1.5,"b":100,"c":-0,"d":1e+21,"e":1e-07,"f":0.000001,"g":2147483648}`
 	if string(out) != want {
 		t.Fatalf("got  %s\nwant %s", out, want)
 	}
@@ -315,7 +312,10 @@ func TestFromJSONRejects(t *testing.T) {
 		{"UTF-16 surrogate bytes", "{\"a\":\"\xed\xa0\x80\"}", 0, "", "not valid UTF-8", -1},
 		{"invalid UTF-8 after the object", "{}\xff", 0, "", "not valid UTF-8", -1},
 		{"object too deep", `{"a":{"b":{"c":{}}}}`, 3, "a.b.c", "nested deeper than 3", -1},
-		{"array too deep", `{"a":[[[]]]}`, 3, "a[0][0]", "nested deeper than 3", -1},
+		{"array too deep", `{"a":[{}],"b":[{"c":[]}]}`, 3, "b[0].c", "nested deeper than 3", -1},
+		{"array directly in an array", `{"a":[1,[2]]}`, 0, "a[1]", "arrays directly inside arrays", -1},
+		{"number beyond float range", `{"a":{"b":1e400}}`, 0, "a.b", "out of range", -1},
+		{"negative number beyond float range", `{"a":[-1e400]}`, 0, "a[0]", "out of range", -1},
 		{"mixed too deep", `{"a":[{"b":[1]}]}`, 3, "a[0].b", "nested deeper than 3", -1},
 		{"depth 1", `{"a":{}}`, 1, "a", "nested deeper than 1", -1},
 	}
@@ -354,13 +354,16 @@ func deepObject(depth int) string {
 	return strings.Repeat(`{"x":`, depth-1) + `{}` + strings.Repeat(`}`, depth-1)
 }
 
-// deepArray returns an object holding depth-1 nested arrays, e.g.
-// deepArray(3) = {"x":[[]]}.
+// deepArray returns an object nesting arrays and objects in turn, depth
+// levels in total, e.g. deepArray(4) = {"x":[{"x":[]}]}.
 func deepArray(depth int) string {
-	if depth == 1 {
+	switch depth {
+	case 1:
 		return `{}`
+	case 2:
+		return `{"x":[]}`
 	}
-	return `{"x":` + strings.Repeat(`[`, depth-1) + strings.Repeat(`]`, depth-1) + `}`
+	return `{"x":[` + deepArray(depth-2) + `]}`
 }
 
 func TestDepthLimit(t *testing.T) {
