@@ -46,10 +46,16 @@ func (s *Server) tenant(c *gin.Context) {
 }
 
 // requireTenant checks the tenant exists; it runs after authentication so
-// that strangers cannot probe which tenants exist.
+// that strangers cannot probe which tenants exist. Reads may trust a recent
+// answer; writes ask the registry, so that nothing is written into a tenant
+// deleted a moment ago.
 func (s *Server) requireTenant(c *gin.Context) {
 	name := c.GetString(tenantKey)
-	ok, err := s.tenants.exists(c.Request.Context(), name, s.store.TenantExists)
+	lookup := s.tenants.exists
+	if m := c.Request.Method; m != http.MethodGet && m != http.MethodHead {
+		lookup = s.tenants.refresh
+	}
+	ok, err := lookup(c.Request.Context(), name, s.store.TenantExists)
 	if err != nil {
 		s.abort(c, err)
 		return
@@ -78,6 +84,11 @@ func (tc *tenantCache) exists(ctx context.Context, name string, lookup func(cont
 	if ok && time.Now().Before(until) {
 		return true, nil
 	}
+	return tc.refresh(ctx, name, lookup)
+}
+
+// refresh asks lookup and remembers the answer.
+func (tc *tenantCache) refresh(ctx context.Context, name string, lookup func(context.Context, string) (bool, error)) (bool, error) {
 	found, err := lookup(ctx, name)
 	if err != nil {
 		return false, err

@@ -84,6 +84,9 @@ type Options struct {
 	Logger *zap.Logger
 	// Now is the clock; tests may replace it.
 	Now func() time.Time
+	// ServerSelectionTimeout bounds how long an operation waits for a
+	// reachable database (default 5s).
+	ServerSelectionTimeout time.Duration
 }
 
 // Store is a handle on the database; it is safe for concurrent use.
@@ -110,9 +113,12 @@ func Open(ctx context.Context, uri string, opts Options) (*Store, error) {
 	if opts.Logger == nil {
 		opts.Logger = zap.NewNop()
 	}
+	if opts.ServerSelectionTimeout == 0 {
+		opts.ServerSelectionTimeout = 5 * time.Second
+	}
 	client, err := mongo.Connect(options.Client().ApplyURI(uri).
-		SetServerSelectionTimeout(5 * time.Second).
-		SetConnectTimeout(5 * time.Second).
+		SetServerSelectionTimeout(opts.ServerSelectionTimeout).
+		SetConnectTimeout(opts.ServerSelectionTimeout).
 		SetAppName("fhirstore"))
 	if err != nil {
 		return nil, fmt.Errorf("connect to MongoDB: %w", err)

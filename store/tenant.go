@@ -60,12 +60,24 @@ func isNamespaceExists(err error) bool {
 	return errors.As(err, &ce) && (ce.Code == 48 || ce.Name == "NamespaceExists")
 }
 
-// CreateTenant registers a tenant and prepares its database.
+// CreateTenant registers a tenant and prepares its database. A new tenant
+// starts empty: leftovers of an earlier tenant of that name (writes that
+// raced its deletion) are dropped first.
 func (s *Store) CreateTenant(ctx context.Context, name string) error {
 	if err := ValidateTenantName(name); err != nil {
 		return err
 	}
-	_, err := s.systemDB().Collection("tenants").InsertOne(ctx, Tenant{Name: name, CreatedAt: s.opts.Now().UTC()})
+	exists, err := s.TenantExists(ctx, name)
+	if err != nil {
+		return err
+	}
+	if exists {
+		return fmt.Errorf("create tenant %s: %w", name, ErrTenantExists)
+	}
+	if err := s.tenantDB(name).Drop(ctx); err != nil {
+		return dbError("clear database of tenant "+name, err)
+	}
+	_, err = s.systemDB().Collection("tenants").InsertOne(ctx, Tenant{Name: name, CreatedAt: s.opts.Now().UTC()})
 	if mongo.IsDuplicateKeyError(err) {
 		return fmt.Errorf("create tenant %s: %w", name, ErrTenantExists)
 	}
@@ -171,4 +183,27 @@ func (s *Store) ensureTenantIndexes(ctx context.Context, name string) error {
 func isNamespaceNotFound(err error) bool {
 	var ce mongo.CommandError
 	return errors.As(err, &ce) && (ce.Code == 26 || ce.Name == "NamespaceNotFound")
+}
+
+// ownerID is the document naming the process that serves this database.
+const ownerID = "owner"
+
+// SetOwner records a token naming the process that serves the database, so
+// that other processes can tell it from another database at the same address.
+func (s *Store) SetOwner(ctx context.Context, token string) error {
+	_, err := s.systemDB().Collection("instance").ReplaceOne(ctx, bson.D{{Key: "_id", Value: ownerID}},
+		bson.D{{Key: "_id", Value: ownerID}, {Key: "token", Value: token}}, options.Replace().SetUpsert(true))
+	return dbError("record database owner", err)
+}
+
+// Owner returns the token recorded by SetOwner ("" when none).
+func (s *Store) Owner(ctx context.Context) (string, error) {
+	var doc struct {
+		Token string `bson:"token"`
+	}
+	err := s.systemDB().Collection("instance").FindOne(ctx, bson.D{{Key: "_id", Value: ownerID}}).Decode(&doc)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return "", nil
+	}
+	return doc.Token, dbError("read database owner", err)
 }

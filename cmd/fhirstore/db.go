@@ -2,14 +2,13 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
-	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.uber.org/zap"
 
 	"fhirstore/fhirschema"
@@ -63,7 +62,12 @@ func openDatabase(ctx context.Context, uri, dataDir string, share bool, logger *
 	}
 	d := &database{store: st, embedded: srv}
 	if !share { // a server announces its database; one-shot commands do not
-		if err := os.WriteFile(uriFile, []byte(srv.URI()+"\n"), 0o600); err != nil {
+		token := ownerPrefix(dataDir) + rand.Text()
+		if err := st.SetOwner(ctx, token); err != nil {
+			d.close()
+			return nil, err
+		}
+		if err := os.WriteFile(uriFile, []byte(srv.URI()+"\n"+token+"\n"), 0o600); err != nil {
 			d.close()
 			return nil, fmt.Errorf("data dir %s is not writable: %w", dataDir, err)
 		}
@@ -72,27 +76,41 @@ func openDatabase(ctx context.Context, uri, dataDir string, share bool, logger *
 	return d, nil
 }
 
-// liveEmbeddedURI returns the URI in uriFile when a database answers there.
+// liveEmbeddedURI returns the URI in uriFile when the database answering
+// there is the one that wrote the file (its owner token matches).
 func liveEmbeddedURI(ctx context.Context, uriFile string) string {
 	b, err := os.ReadFile(uriFile)
 	if err != nil {
 		return ""
 	}
-	uri := strings.TrimSpace(string(b))
-	if !strings.HasPrefix(uri, "mongodb://127.0.0.1:") {
-		return ""
+	uri, token, _ := strings.Cut(strings.TrimSpace(string(b)), "\n")
+	token = strings.TrimSpace(token)
+	if !strings.HasPrefix(uri, "mongodb://127.0.0.1:") || !strings.HasPrefix(token, ownerPrefix(filepath.Dir(uriFile))) {
+		return "" // a file copied from another data dir names that dir's database
 	}
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	c, err := mongo.Connect(options.Client().ApplyURI(uri).SetServerSelectionTimeout(time.Second).SetConnectTimeout(time.Second))
+	st, err := store.Open(ctx, uri, store.Options{ResourceTypes: fhirschema.IsResourceType, ServerSelectionTimeout: time.Second})
 	if err != nil {
 		return ""
 	}
-	defer func() { _ = c.Disconnect(context.WithoutCancel(ctx)) }()
-	if c.Ping(ctx, nil) != nil {
+	defer func() { _ = st.Close(context.WithoutCancel(ctx)) }()
+	if owner, err := st.Owner(ctx); err != nil || owner != token {
 		return ""
 	}
 	return uri
+}
+
+// ownerPrefix starts the owner token of a data dir's embedded database: the
+// directory's canonical path, so an announcement only matches its own dir.
+func ownerPrefix(dataDir string) string {
+	dir, err := filepath.Abs(dataDir)
+	if err == nil {
+		if real, err := filepath.EvalSymlinks(dir); err == nil {
+			dir = real
+		}
+	}
+	return dir + "|"
 }
 
 func (d *database) close() {

@@ -47,6 +47,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// Scripts wait for the lifecycle lines, so they are written at any level.
+	lifecycle, _ := newLogger("info", stderr)
 	defer func() { _ = logger.Sync() }()
 
 	dataDir := cfg.str("data-dir")
@@ -86,7 +88,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- httpSrv.Serve(ln) }()
-	logger.Info("listening", zap.String("addr", ln.Addr().String()), zap.Bool("embedded_db", db.embedded != nil))
+	lifecycle.Info("listening", zap.String("addr", ln.Addr().String()), zap.Bool("embedded_db", db.embedded != nil))
 	if err := printBanner(stdout, ln.Addr(), srvCfg, key); err != nil {
 		logger.Warn("print start-up banner", zap.Error(err))
 	}
@@ -96,13 +98,13 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("serve HTTP: %w", err)
 	case <-ctx.Done():
 	}
-	logger.Info("shutting down")
+	lifecycle.Info("shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
 	if err := httpSrv.Shutdown(sctx); err != nil {
 		logger.Warn("graceful shutdown cut short", zap.Error(err))
 	}
-	logger.Info("stopped")
+	lifecycle.Info("stopped")
 	return nil
 }
 
