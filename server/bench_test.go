@@ -33,7 +33,7 @@ func seedPatients(b *testing.B, e *env, n int) string {
 	b.Helper()
 	var id string
 	for i := 0; i < n; i++ {
-		res, err := e.store.Create(context.Background(), e.tenant, "Patient", []byte(benchPatient))
+		res, err := e.store.Create(context.Background(), e.tenant, "Patient", []byte(benchPatient), store.WriteOptions{})
 		if err != nil {
 			b.Fatalf("seed Patient %d: %v", i, err)
 		}

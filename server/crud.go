@@ -36,7 +36,13 @@ func (s *Server) create(c *gin.Context, typ string) {
 		s.abort(c, err)
 		return
 	}
-	res, err := s.store.Create(c.Request.Context(), c.GetString(tenantKey), typ, body)
+	opts, err := writeOptions(c)
+	if err != nil {
+		s.abort(c, err)
+		return
+	}
+	opts.IfMatch, opts.IfExists = nil, false // If-Match means nothing to a create
+	res, err := s.store.Create(c.Request.Context(), c.GetString(tenantKey), typ, body, opts)
 	if err != nil {
 		s.abort(c, err)
 		return
@@ -80,7 +86,20 @@ func (s *Server) respondWrite(c *gin.Context, status int, res *store.Resource) {
 		msg := fmt.Sprintf("%s/%s version %d stored", res.Type, res.ID, res.VersionID)
 		writeJSON(c, status, informational(msg, res.Warnings))
 	default:
+		warningHeaders(c, res.Warnings)
 		writeRaw(c, status, res.JSON)
+	}
+}
+
+// warningHeaders reports validation warnings beside a resource body, one
+// Warning header (code 299, "miscellaneous persistent warning") per issue.
+func warningHeaders(c *gin.Context, issues []store.Issue) {
+	for _, is := range issues {
+		msg := is.Diagnostics
+		if is.Expression != "" {
+			msg = is.Expression + ": " + msg
+		}
+		c.Writer.Header().Add("Warning", "299 fhirstore "+strconv.Quote(msg))
 	}
 }
 
@@ -156,21 +175,24 @@ func (s *Server) delete(c *gin.Context, typ, id string) {
 	c.Writer.WriteHeaderNow()
 }
 
-// writeOptions reads If-Match: W/"n" (or "n") or * (any current version);
-// a malformed value is a 400.
+// writeOptions reads If-Match: W/"n" (or "n") or * (any current version),
+// and Prefer: handling=lenient|strict; a malformed If-Match is a 400.
 func writeOptions(c *gin.Context) (store.WriteOptions, error) {
+	opts := store.WriteOptions{Lenient: prefer(c, "handling") == "lenient"}
 	h := strings.TrimSpace(c.GetHeader("If-Match"))
 	switch h {
 	case "":
-		return store.WriteOptions{}, nil
+		return opts, nil
 	case "*":
-		return store.WriteOptions{IfExists: true}, nil
+		opts.IfExists = true
+		return opts, nil
 	}
 	n, err := strconv.Atoi(strings.Trim(strings.TrimPrefix(h, "W/"), `"`))
 	if err != nil || n < 1 {
-		return store.WriteOptions{}, fail(http.StatusBadRequest, "value", fmt.Sprintf("If-Match %q is not a version ETag such as W/\"1\"", h), "")
+		return opts, fail(http.StatusBadRequest, "value", fmt.Sprintf("If-Match %q is not a version ETag such as W/\"1\"", h), "")
 	}
-	return store.WriteOptions{IfMatch: &n}, nil
+	opts.IfMatch = &n
+	return opts, nil
 }
 
 func matchesETag(header string, vid int) bool {
@@ -185,12 +207,20 @@ func matchesETag(header string, vid int) bool {
 
 // preferReturn is the return= preference of the Prefer header.
 func preferReturn(c *gin.Context) string {
+	if v := prefer(c, "return"); v != "" {
+		return v
+	}
+	return "representation"
+}
+
+// prefer is the value of one preference of the Prefer header ("" if absent).
+func prefer(c *gin.Context, name string) string {
 	for _, h := range c.Request.Header.Values("Prefer") {
 		for _, part := range strings.FieldsFunc(h, func(r rune) bool { return r == ';' || r == ',' }) {
-			if k, v, ok := strings.Cut(strings.TrimSpace(part), "="); ok && strings.EqualFold(k, "return") {
+			if k, v, ok := strings.Cut(strings.TrimSpace(part), "="); ok && strings.EqualFold(k, name) {
 				return strings.Trim(v, `"`)
 			}
 		}
 	}
-	return "representation"
+	return ""
 }

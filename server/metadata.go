@@ -15,6 +15,9 @@ func (s *Server) capabilities(c *gin.Context) {
 	writeJSON(c, http.StatusOK, s.capabilityStatement(baseURL(c)))
 }
 
+// validateOperation advertises $validate on every type.
+var validateOperation = []map[string]string{{"name": "validate", "definition": "http://hl7.org/fhir/OperationDefinition/Resource-validate"}}
+
 func (s *Server) capabilityStatement(base string) map[string]any {
 	interactions := []map[string]string{}
 	for _, code := range []string{"read", "vread", "update", "delete", "history-instance", "history-type", "create"} {
@@ -33,6 +36,7 @@ func (s *Server) capabilityStatement(base string) map[string]any {
 			"conditionalRead":   "not-supported",
 			"conditionalUpdate": false,
 			"conditionalDelete": "not-supported",
+			"operation":         validateOperation,
 		})
 	}
 	return map[string]any{

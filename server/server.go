@@ -130,6 +130,8 @@ var fhirRoutes = map[string]map[string]route{
 		http.MethodPut:    func(s *Server, c *gin.Context, g []string) { s.update(c, g[0], g[1]) },
 		http.MethodDelete: func(s *Server, c *gin.Context, g []string) { s.delete(c, g[0], g[1]) },
 	},
+	"T/$validate":    {http.MethodPost: func(s *Server, c *gin.Context, g []string) { s.validateOp(c, g[0], "") }},
+	"T/I/$validate":  {http.MethodPost: func(s *Server, c *gin.Context, g []string) { s.validateOp(c, g[0], g[1]) }},
 	"T/I/_history":   {http.MethodGet: func(s *Server, c *gin.Context, g []string) { s.history(c, g[0], g[1]) }},
 	"T/I/_history/V": {http.MethodGet: func(s *Server, c *gin.Context, g []string) { s.vread(c, g[0], g[1], g[3]) }},
 }
@@ -141,6 +143,8 @@ func shapeOf(segs []string) string {
 	for i, seg := range segs {
 		switch {
 		case seg == "_history" && (i == 0 || i == 2 || (i == 1 && len(segs) == 2)):
+			shape[i] = seg
+		case seg == "$validate" && (i == 1 || i == 2) && i == len(segs)-1:
 			shape[i] = seg
 		case i == 0:
 			shape[i] = "T"

@@ -15,6 +15,9 @@ import (
 
 // patientBody is a Patient whose name text marks the writer.
 func patientBody(id, marker string) []byte {
+	if id == "" {
+		return fmt.Appendf(nil, `{"resourceType":"Patient","active":true,"name":[{"text":%q}]}`, marker)
+	}
 	return fmt.Appendf(nil, `{"resourceType":"Patient","id":%q,"active":true,"name":[{"text":%q}]}`, id, marker)
 }
 
@@ -326,7 +329,7 @@ func TestTenantIsolation(t *testing.T) {
 		}
 	}
 
-	created, err := st.Create(ctx, a, "Patient", patientBody("", "created in "+a))
+	created, err := st.Create(ctx, a, "Patient", patientBody("", "created in "+a), store.WriteOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -400,7 +403,7 @@ func TestTenantLifecycle(t *testing.T) {
 		t.Fatalf("ensure existing tenant: %v", err)
 	}
 
-	res, err := st.Create(ctx, name, "Patient", patientBody("", "doomed"))
+	res, err := st.Create(ctx, name, "Patient", patientBody("", "doomed"), store.WriteOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,7 @@ type prepared struct {
 
 // prepare parses body and checks what every write needs: a JSON object of
 // type typ whose id (for updates) matches the URL, passing the validator.
-func (s *Store) prepare(ctx context.Context, typ, id string, body []byte) (*prepared, error) {
+func (s *Store) prepare(ctx context.Context, typ, id string, body []byte, lenient bool) (*prepared, error) {
 	dec, err := document.FromJSON(body, s.opts.MaxDepth)
 	if err != nil {
 		var se *document.SyntaxError
@@ -50,13 +50,31 @@ func (s *Store) prepare(ctx context.Context, typ, id string, body []byte) (*prep
 	}
 	p := &prepared{typ: typ, doc: dec.Doc, numText: dec.NumText}
 	if s.opts.Validate != nil {
-		warnings, err := s.opts.Validate(ctx, typ, body)
+		warnings, err := s.opts.Validate(ctx, typ, body, lenient)
 		if err != nil {
 			return nil, err
 		}
 		p.warnings = warnings
 	}
 	return p, nil
+}
+
+// Check runs every check a create (id empty) or update of typ/id would run
+// and stores nothing: the $validate operation.
+func (s *Store) Check(ctx context.Context, typ, id string, body []byte, opts WriteOptions) ([]Issue, error) {
+	if err := s.checkType(typ); err != nil {
+		return nil, err
+	}
+	if id != "" {
+		if err := ValidateID(id); err != nil {
+			return nil, err
+		}
+	}
+	p, err := s.prepare(ctx, typ, id, body, opts.Lenient)
+	if err != nil {
+		return nil, err
+	}
+	return p.warnings, nil
 }
 
 func checkBodyID(typ, urlID string, doc bson.D) error {

@@ -42,6 +42,8 @@ type WriteOptions struct {
 	// IfExists requires a current (not deleted) version, whatever it is
 	// (HTTP If-Match: *).
 	IfExists bool
+	// Lenient accepts unknown elements with a warning instead of rejecting them.
+	Lenient bool
 }
 
 // idPattern is the FHIR id datatype.
@@ -88,11 +90,11 @@ func (s *Store) checkType(typ string) error {
 }
 
 // Create stores body as a new resource of type typ with a server-assigned id.
-func (s *Store) Create(ctx context.Context, tenant, typ string, body []byte) (*Resource, error) {
+func (s *Store) Create(ctx context.Context, tenant, typ string, body []byte, opts WriteOptions) (*Resource, error) {
 	if err := s.checkType(typ); err != nil {
 		return nil, err
 	}
-	in, err := s.prepare(ctx, typ, "", body)
+	in, err := s.prepare(ctx, typ, "", body, opts.Lenient)
 	if err != nil {
 		return nil, err
 	}
@@ -113,7 +115,7 @@ func (s *Store) Update(ctx context.Context, tenant, typ, id string, body []byte,
 	if err := ValidateID(id); err != nil {
 		return nil, false, err
 	}
-	in, err := s.prepare(ctx, typ, id, body)
+	in, err := s.prepare(ctx, typ, id, body, opts.Lenient)
 	if err != nil {
 		return nil, false, err
 	}

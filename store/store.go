@@ -63,9 +63,10 @@ func (e *InvalidError) Error() string {
 	return msg
 }
 
-// Validator checks a parsed resource before it is stored; it returns an
-// *InvalidError (or nil) and warnings to pass back to the client.
-type Validator func(ctx context.Context, resourceType string, body []byte) (warnings []Issue, err error)
+// Validator checks a resource before it is stored; it returns an
+// *InvalidError (or nil) and warnings to pass back to the client. Lenient
+// validation accepts unknown elements with a warning.
+type Validator func(ctx context.Context, resourceType string, body []byte, lenient bool) (warnings []Issue, err error)
 
 // IsResourceType reports whether a type name may be stored.
 type IsResourceType func(name string) bool

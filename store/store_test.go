@@ -29,7 +29,7 @@ func TestVersionsAreKeptInOrder(t *testing.T) {
 	ctx := context.Background()
 	st := db.Open(t, db.Options())
 	tenant := db.Tenant(t, st)
-	res, err := st.Create(ctx, tenant, "Observation", []byte(`{"resourceType":"Observation","status":"final","valueQuantity":{"value":1.50,"unit":"kg"}}`))
+	res, err := st.Create(ctx, tenant, "Observation", []byte(`{"resourceType":"Observation","status":"final","code":{"text":"weight"},"valueQuantity":{"value":1.50,"unit":"kg"}}`), store.WriteOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +41,7 @@ func TestVersionsAreKeptInOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("%s", got.JSON)
-	body := fmt.Sprintf(`{"resourceType":"Observation","id":%q,"status":"amended","valueQuantity":{"value":1e2}}`, res.ID)
+	body := fmt.Sprintf(`{"resourceType":"Observation","id":%q,"status":"amended","code":{"text":"weight"},"valueQuantity":{"value":1e2}}`, res.ID)
 	upd, created, err := st.Update(ctx, tenant, "Observation", res.ID, []byte(body), store.WriteOptions{})
 	if err != nil || created || upd.VersionID != 2 {
 		t.Fatalf("update: %v created=%v vid=%d", err, created, upd.VersionID)

@@ -31,8 +31,8 @@ type database struct {
 // openDatabase opens the external MongoDB when uri is set; otherwise the
 // embedded database of dataDir (shared with a server already running on it
 // when share is true, refused when it is false).
-func openDatabase(ctx context.Context, uri, dataDir string, share bool, logger *zap.Logger) (*database, error) {
-	opts := store.Options{ResourceTypes: fhirschema.IsResourceType, Logger: logger}
+func openDatabase(ctx context.Context, uri, dataDir string, share bool, validate store.Validator, logger *zap.Logger) (*database, error) {
+	opts := store.Options{ResourceTypes: fhirschema.IsResourceType, Validate: validate, Logger: logger}
 	if uri != "" {
 		st, err := store.Open(ctx, uri, opts)
 		if err != nil {

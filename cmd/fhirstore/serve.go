@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"fhirstore/fhirschema"
 	"fhirstore/restadapter"
 	"fhirstore/server"
 	"fhirstore/server/auth"
@@ -56,7 +57,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("data dir %s: %w", dataDir, err)
 	}
-	db, err := openDatabase(ctx, cfg.str("mongodb-uri"), dataDir, false, logger)
+	validator, err := fhirschema.NewValidator()
+	if err != nil {
+		return err
+	}
+	db, err := openDatabase(ctx, cfg.str("mongodb-uri"), dataDir, false, server.StoreValidator(validator), logger)
 	if err != nil {
 		return err
 	}

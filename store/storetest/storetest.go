@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"fhirstore/fhirschema"
+	"fhirstore/server"
 	"fhirstore/store"
 	"fhirstore/store/embedded"
 )
@@ -22,18 +23,23 @@ const EnvURI = "FHIRSTORE_TEST_MONGODB_URI"
 
 // DB is a database for one test binary.
 type DB struct {
-	URI  string
-	stop func()
-	seq  atomic.Int64
-	run  string
+	URI       string
+	stop      func()
+	seq       atomic.Int64
+	run       string
+	validator *fhirschema.Validator
 }
 
 // Start returns the external database when EnvURI is set, otherwise starts an
 // embedded one in a temporary directory. Call Close when the tests are done.
 func Start(ctx context.Context) (*DB, error) {
 	run := fmt.Sprintf("t%d", time.Now().UnixNano()%1_000_000_000)
+	v, err := fhirschema.NewValidator()
+	if err != nil {
+		return nil, err
+	}
 	if uri := os.Getenv(EnvURI); uri != "" {
-		return &DB{URI: uri, stop: func() {}, run: run}, nil
+		return &DB{URI: uri, stop: func() {}, run: run, validator: v}, nil
 	}
 	dir, err := os.MkdirTemp("", "fhirstore-test-db-*")
 	if err != nil {
@@ -50,16 +56,22 @@ func Start(ctx context.Context) (*DB, error) {
 		_ = srv.Stop(sctx)
 		_ = os.RemoveAll(dir)
 	}
-	return &DB{URI: srv.URI(), stop: stop, run: run}, nil
+	return &DB{URI: srv.URI(), stop: stop, run: run, validator: v}, nil
 }
 
 // Close stops an embedded database and removes its files.
 func (d *DB) Close() { d.stop() }
 
-// Options are the store options the product uses, with a per-run database
-// prefix so parallel runs against one external MongoDB never meet.
+// Options are the store options the product uses, schema validation
+// included, with a per-run database prefix so parallel runs against one
+// external MongoDB never meet.
 func (d *DB) Options() store.Options {
-	return store.Options{DatabasePrefix: "fhirstore_test_" + d.run + "_", ResourceTypes: fhirschema.IsResourceType, Logger: zap.NewNop()}
+	return store.Options{
+		DatabasePrefix: "fhirstore_test_" + d.run + "_",
+		ResourceTypes:  fhirschema.IsResourceType,
+		Validate:       server.StoreValidator(d.validator),
+		Logger:         zap.NewNop(),
+	}
 }
 
 // Open opens a store on the database and closes it when the test ends.

@@ -1,0 +1,93 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+
+	"fhirstore/fhirschema"
+	"fhirstore/store"
+)
+
+// StoreValidator puts the official schema on the store's write path: every
+// create, update and bundle entry is checked before anything is written.
+func StoreValidator(v *fhirschema.Validator) store.Validator {
+	return func(_ context.Context, typ string, body []byte, lenient bool) ([]store.Issue, error) {
+		r := v.Validate(typ, body, fhirschema.Options{Lenient: lenient})
+		var errs, warnings []store.Issue
+		for _, is := range r.Issues {
+			si := store.Issue{Severity: is.Severity, Code: is.Code, Diagnostics: is.Diagnostics, Expression: is.Expression}
+			if is.Severity == "error" {
+				errs = append(errs, si)
+			} else {
+				warnings = append(warnings, si)
+			}
+		}
+		if len(errs) > 0 {
+			return nil, &store.InvalidError{Issues: append(errs, warnings...)}
+		}
+		return warnings, nil
+	}
+}
+
+// validateOp serves POST [type]/$validate and [type]/[id]/$validate: the
+// resource (sent as is, or as the "resource" parameter of a Parameters) gets
+// every check of a create, or of an update of id, and nothing is stored.
+func (s *Server) validateOp(c *gin.Context, typ, id string) {
+	opts, err := writeOptions(c)
+	if err != nil {
+		s.abort(c, err)
+		return
+	}
+	body, err := s.readBody(c)
+	if err != nil {
+		s.abort(c, err)
+		return
+	}
+	body, mode, err := validateInput(typ, body)
+	if err != nil {
+		s.abort(c, err)
+		return
+	}
+	if mode == "create" {
+		id = ""
+	}
+	warnings, err := s.store.Check(c.Request.Context(), typ, id, body, opts)
+	if err != nil {
+		s.abort(c, err)
+		return
+	}
+	writeJSON(c, http.StatusOK, informational("the resource is valid", warnings))
+}
+
+// validateInput unwraps a Parameters body ("resource" and "mode" parameters).
+func validateInput(typ string, body []byte) ([]byte, string, error) {
+	var in struct {
+		ResourceType string `json:"resourceType"`
+		Parameter    []struct {
+			Name      string          `json:"name"`
+			Resource  json.RawMessage `json:"resource"`
+			ValueCode string          `json:"valueCode"`
+		} `json:"parameter"`
+	}
+	if typ == "Parameters" || json.Unmarshal(body, &in) != nil || in.ResourceType != "Parameters" {
+		return body, "", nil
+	}
+	var resource []byte
+	mode := ""
+	for _, p := range in.Parameter {
+		switch p.Name {
+		case "resource":
+			resource = bytes.TrimSpace(p.Resource)
+		case "mode":
+			mode = p.ValueCode
+		}
+	}
+	if len(resource) == 0 {
+		return nil, "", fail(http.StatusBadRequest, "required", "the Parameters have no \"resource\" parameter to validate", "Parameters.parameter")
+	}
+	return resource, mode, nil
+}
