@@ -1,5 +1,3 @@
-// Package search turns FHIR search parameters into database queries and
-// normalizes the values they compare against.
 package search
 
 import (

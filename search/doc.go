@@ -1,0 +1,41 @@
+// Package search turns FHIR search parameters into database queries and
+// normalizes the values they compare against.
+//
+// # Registry
+//
+// The official R4 SearchParameter definitions (search-parameters.json,
+// embedded) give each parameter its code, type, base resource types and
+// FHIRPath expression. Registry compiles the expressions with the FHIRPath
+// subset of package search/fhirpath once at start-up.
+//
+// # Index values
+//
+// At write time Extract evaluates the expressions of every parameter of the
+// resource's type and stores normalized values in the resource's idx
+// document, one field per parameter code. Search reads only idx, never the
+// resource. Every value is shaped so that MongoDB and the embedded engine
+// answer it with plain equality, $in, anchored-prefix $regex and range
+// conditions on scalar fields (no $elemMatch, no arrays inside arrays):
+//
+//	string     idx[code]          []string  folded: lower case, accents removed, spaces collapsed
+//	           idx[code+":exact"] []string  the value as written
+//	token      idx[code]          []string  for a coding (system s, code c): "s|c", "c", "s|";
+//	                                        without a system: "|c", "c"
+//	                                        (Identifier: system/value; ContactPoint: value;
+//	                                        boolean, code, string, id: "c" and "|c")
+//	           idx[code+":text"]  []string  folded CodeableConcept.text, Coding.display, Identifier.type.text
+//	           idx[code+":of-type"] []string Identifier "typeSystem|typeCode|value"
+//	reference  idx[code]          []string  "Type/id", "id" for relative and contained-resolved references,
+//	                                        the absolute URL as written, canonical "url" and "url|version"
+//	           idx[code+":identifier"] []string token forms of Reference.identifier
+//	date       idx[code]          []Range   {lo, hi} instants (BSON dates) covering the value's precision;
+//	                                        Period: start..end (open ends are the min/max instant)
+//	number     idx[code]          []Range   {lo, hi} float64 bounds from the value's precision
+//	quantity   idx[code]          []Range   {lo, hi, s: "system|code", u: unit} (s, u empty when absent)
+//	uri        idx[code]          []string  the URI as written
+//
+// A parameter with no value in the resource has no idx field, which is what
+// :missing tests. Sorting uses scalars in sort[code]: {a: lowest value, d:
+// highest value} (strings folded, dates and numbers by lo and hi), because
+// sorting through arrays of objects is not portable.
+package search
