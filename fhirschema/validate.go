@@ -179,7 +179,7 @@ func (w *walker) resource(typ string, doc any, path string) {
 		w.errorf("invalid", path+".resourceType", "unknown or unexpected resourceType %q", rt)
 		return
 	}
-	w.values(obj, path, typ)
+	w.values(obj, &loc{root: path}, typ)
 	pruneExtensionNulls(obj)
 	if err := schema.Validate(doc); err != nil {
 		if ve, ok := err.(*jsonschema.ValidationError); ok {
@@ -190,39 +190,60 @@ func (w *walker) resource(typ string, doc any, path string) {
 	}
 }
 
+// loc is a position inside a resource, rendered as FHIRPath only when an
+// issue needs it: most values are fine, and building every path costs more
+// than checking it.
+type loc struct {
+	parent *loc
+	key    string // property name, or "" for an array index
+	index  int
+	root   string // set on the outermost loc only
+}
+
+func (l *loc) String() string {
+	if l.parent == nil {
+		return l.root
+	}
+	if l.key == "" {
+		return l.parent.String() + "[" + strconv.Itoa(l.index) + "]"
+	}
+	return l.parent.String() + "." + l.key
+}
+
 // values walks a resource's content along its definitions: empty values are
 // forbidden in FHIR JSON, required primitives must be present (as value or
 // as _element), and nested resources are validated against their own type.
-func (w *walker) values(v any, path, def string) {
+func (w *walker) values(v any, at *loc, def string) {
 	switch x := v.(type) {
 	case map[string]any:
 		if def == "ResourceList" {
-			w.resource("", x, path)
+			w.resource("", x, at.String())
 			return
 		}
 		if len(x) == 0 {
-			w.errorf("structure", path, "empty objects are not allowed in FHIR JSON")
+			w.errorf("structure", at.String(), "empty objects are not allowed in FHIR JSON")
 		}
 		for _, name := range w.v.required[def] {
 			_, value := x[name]
 			_, ext := x["_"+name]
 			if !value && !ext {
-				w.errorf("required", path+"."+name, "missing required element %q", name)
+				w.errorf("required", at.String()+"."+name, "missing required element %q", name)
 			}
 		}
+		children := w.v.children[def]
 		for k, child := range x {
-			w.values(child, path+"."+k, w.v.children[def][k])
+			w.values(child, &loc{parent: at, key: k}, children[k])
 		}
 	case []any:
 		if len(x) == 0 {
-			w.errorf("structure", path, "empty arrays are not allowed in FHIR JSON")
+			w.errorf("structure", at.String(), "empty arrays are not allowed in FHIR JSON")
 		}
 		for i, child := range x {
-			w.values(child, path+"["+strconv.Itoa(i)+"]", def)
+			w.values(child, &loc{parent: at, index: i}, def)
 		}
 	case string:
 		if strings.TrimSpace(x) == "" {
-			w.errorf("value", path, "empty or blank strings are not allowed in FHIR JSON")
+			w.errorf("value", at.String(), "empty or blank strings are not allowed in FHIR JSON")
 		}
 	}
 }

@@ -220,3 +220,52 @@ func BenchmarkValidatePatient(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkValidateSyntheaBundle validates a transaction Bundle of the first
+// 50 entries of a Synthea patient.
+func BenchmarkValidateSyntheaBundle(b *testing.B) {
+	v := mustValidator(b)
+	files, _ := filepath.Glob("../testdata/synthea/Alvin56*.json")
+	if len(files) != 1 {
+		b.Fatal("Synthea bundle not found")
+	}
+	raw, err := os.ReadFile(files[0])
+	if err != nil {
+		b.Fatal(err)
+	}
+	var bundle map[string]any
+	if err := json.Unmarshal(raw, &bundle); err != nil {
+		b.Fatal(err)
+	}
+	bundle["entry"] = bundle["entry"].([]any)[:50]
+	body, err := json.Marshal(bundle)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if r := v.Validate("Bundle", body, fhirschema.Options{}); !r.Valid() {
+		b.Fatalf("the Synthea bundle is invalid: %+v", r.Issues[:min(5, len(r.Issues))])
+	}
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		v.Validate("Bundle", body, fhirschema.Options{})
+	}
+}
+
+func TestEverySyntheaBundleValidates(t *testing.T) {
+	v := mustValidator(t)
+	files, _ := filepath.Glob("../testdata/synthea/*.json")
+	if len(files) < 6 {
+		t.Fatalf("%d Synthea bundles in testdata", len(files))
+	}
+	for _, f := range files {
+		body, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := v.Validate("Bundle", body, fhirschema.Options{}); !r.Valid() {
+			t.Errorf("%s: %d issues, first %+v", filepath.Base(f), len(r.Issues), r.Issues[0])
+		}
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"testing"
 
+	"fhirstore/fhirschema"
 	"fhirstore/store"
 )
 
@@ -126,4 +127,21 @@ func BenchmarkHistoryInstance(b *testing.B) {
 		b.Fatalf("history page has %d entries, want 10", len(entries))
 	}
 	benchGet(b, e, path)
+}
+
+// BenchmarkValidateCreateBody validates the body BenchmarkCreate posts: the
+// share of a create's round trip spent in schema validation.
+func BenchmarkValidateCreateBody(b *testing.B) {
+	v, err := fhirschema.NewValidator()
+	if err != nil {
+		b.Fatal(err)
+	}
+	body := []byte(benchPatient)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if r := v.Validate("Patient", body, fhirschema.Options{}); !r.Valid() {
+			b.Fatal(r.Issues)
+		}
+	}
 }
