@@ -53,7 +53,7 @@ type env struct {
 func newEnv(t testing.TB, mutate ...func(*server.Config, *store.Options)) *env {
 	t.Helper()
 	opts := db.Options()
-	cfg := server.Config{BaseDomain: "localhost", MaxBodyBytes: server.DefaultMaxBodyBytes}
+	cfg := server.Config{BaseDomain: "localhost", MaxBodyBytes: server.DefaultMaxBodyBytes, Registry: db.Registry()}
 	for _, m := range mutate {
 		m(&cfg, &opts)
 	}

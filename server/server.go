@@ -12,6 +12,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"go.uber.org/zap"
 
+	"fhirstore/search"
 	"fhirstore/server/auth"
 	"fhirstore/store"
 )
@@ -28,6 +29,8 @@ type Config struct {
 	TenantCacheTTL time.Duration
 	// Version is reported in the CapabilityStatement.
 	Version string
+	// Registry parses searches; nil disables search.
+	Registry *search.Registry
 	// REST, when set, serves /api/v1 behind the same tenant and token checks
 	// as FHIR; it finds the caller with CallerFrom.
 	REST http.Handler
@@ -122,8 +125,9 @@ var fhirRoutes = map[string]map[string]route{
 	"_history": {http.MethodGet: func(s *Server, c *gin.Context, _ []string) { s.history(c, "", "") }},
 	"T": {
 		http.MethodPost: func(s *Server, c *gin.Context, g []string) { s.create(c, g[0]) },
-		http.MethodGet:  func(s *Server, c *gin.Context, _ []string) { s.notSupported(c, "search is not supported yet") },
+		http.MethodGet:  func(s *Server, c *gin.Context, g []string) { s.searchType(c, g[0]) },
 	},
+	"T/_search":  {http.MethodPost: func(s *Server, c *gin.Context, g []string) { s.searchType(c, g[0]) }},
 	"T/_history": {http.MethodGet: func(s *Server, c *gin.Context, g []string) { s.history(c, g[0], "") }},
 	"T/I": {
 		http.MethodGet:    func(s *Server, c *gin.Context, g []string) { s.read(c, g[0], g[1]) },
@@ -143,6 +147,8 @@ func shapeOf(segs []string) string {
 	for i, seg := range segs {
 		switch {
 		case seg == "_history" && (i == 0 || i == 2 || (i == 1 && len(segs) == 2)):
+			shape[i] = seg
+		case seg == "_search" && i == 1 && len(segs) == 2:
 			shape[i] = seg
 		case seg == "$validate" && (i == 1 || i == 2) && i == len(segs)-1:
 			shape[i] = seg

@@ -66,6 +66,9 @@ type storedDoc struct {
 	Method      string             `bson:"method,omitempty"`
 	Resource    bson.Raw           `bson:"resource,omitempty"`
 	NumText     []document.NumText `bson:"numText,omitempty"`
+	// Idx holds the search parameter values, Sort the _sort keys (package search).
+	Idx  bson.Raw `bson:"idx,omitempty"`
+	Sort bson.Raw `bson:"sort,omitempty"`
 }
 
 // historyDoc is a row of the history collection.
@@ -235,7 +238,8 @@ func (s *Store) VRead(ctx context.Context, tenant, typ, id string, vid string) (
 
 func (s *Store) current(ctx context.Context, tenant, typ, id string) (*storedDoc, error) {
 	var d storedDoc
-	err := s.tenantDB(tenant).Collection(typ).FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Decode(&d)
+	noIndex := options.FindOne().SetProjection(bson.D{{Key: "idx", Value: 0}, {Key: "sort", Value: 0}})
+	err := s.tenantDB(tenant).Collection(typ).FindOne(ctx, bson.D{{Key: "_id", Value: id}}, noIndex).Decode(&d)
 	if errors.Is(err, mongo.ErrNoDocuments) {
 		return nil, ErrNotFound
 	}
@@ -273,6 +277,12 @@ func (s *Store) write(ctx context.Context, tenant string, in *prepared, id strin
 		return nil, dbError("insert history row", err)
 	}
 	doc := storedDoc{ID: id, VID: vid, LastUpdated: ts, Deleted: method == "DELETE", Method: method, Resource: raw, NumText: in.numText}
+	if !doc.Deleted {
+		var err error
+		if doc.Idx, doc.Sort, err = s.index(in.typ, out); err != nil {
+			return nil, err
+		}
+	}
 	if err := s.putCurrent(ctx, tenant, in.typ, &doc, cur != nil); err != nil {
 		return nil, err
 	}
@@ -310,6 +320,9 @@ func (s *Store) repair(ctx context.Context, tenant, typ, id string) {
 		return
 	}
 	doc := storedDoc{ID: id, VID: h.VID, LastUpdated: h.LastUpdated, Deleted: h.Method == "DELETE", Method: h.Method, Resource: h.Resource, NumText: h.NumText}
+	if res, err := h.toResource(); err == nil && !doc.Deleted {
+		doc.Idx, doc.Sort, _ = s.index(typ, res.JSON)
+	}
 	if err := s.putCurrent(ctx, tenant, typ, &doc, cur != nil); err != nil {
 		s.log.Warn("repair current row", zap.String("tenant", tenant), zap.String("type", typ), zap.String("id", id), zap.Error(err))
 		return

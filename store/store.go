@@ -15,6 +15,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
 	"go.uber.org/zap"
 
+	"fhirstore/search"
 	"fhirstore/store/document"
 )
 
@@ -81,6 +82,8 @@ type Options struct {
 	ResourceTypes IsResourceType
 	// Validate, when set, runs on every write before anything is stored.
 	Validate Validator
+	// Registry, when set, extracts the search index of every stored version.
+	Registry *search.Registry
 	// Logger receives store diagnostics.
 	Logger *zap.Logger
 	// Now is the clock; tests may replace it.

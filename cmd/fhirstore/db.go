@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"fhirstore/fhirschema"
+	"fhirstore/search"
 	"fhirstore/store"
 	"fhirstore/store/embedded"
 )
@@ -31,8 +32,14 @@ type database struct {
 // openDatabase opens the external MongoDB when uri is set; otherwise the
 // embedded database of dataDir (shared with a server already running on it
 // when share is true, refused when it is false).
-func openDatabase(ctx context.Context, uri, dataDir string, share bool, validate store.Validator, logger *zap.Logger) (*database, error) {
-	opts := store.Options{ResourceTypes: fhirschema.IsResourceType, Validate: validate, Logger: logger}
+// storeOptions are what a server adds to the store: validation and indexing.
+type storeOptions struct {
+	validate store.Validator
+	registry *search.Registry
+}
+
+func openDatabase(ctx context.Context, uri, dataDir string, share bool, so storeOptions, logger *zap.Logger) (*database, error) {
+	opts := store.Options{ResourceTypes: fhirschema.IsResourceType, Validate: so.validate, Registry: so.registry, Logger: logger}
 	if uri != "" {
 		st, err := store.Open(ctx, uri, opts)
 		if err != nil {

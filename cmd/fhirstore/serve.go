@@ -15,6 +15,7 @@ import (
 
 	"fhirstore/fhirschema"
 	"fhirstore/restadapter"
+	"fhirstore/search"
 	"fhirstore/server"
 	"fhirstore/server/auth"
 	"fhirstore/store"
@@ -61,7 +62,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	db, err := openDatabase(ctx, cfg.str("mongodb-uri"), dataDir, false, server.StoreValidator(validator), logger)
+	registry, err := search.NewRegistry(fhirschema.ResourceTypes())
+	if err != nil {
+		return err
+	}
+	db, err := openDatabase(ctx, cfg.str("mongodb-uri"), dataDir, false, storeOptions{validate: server.StoreValidator(validator), registry: registry}, logger)
 	if err != nil {
 		return err
 	}
@@ -82,7 +87,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		return c.Tenant, true
 	})
-	srvCfg := server.Config{BaseDomain: cfg.str("base-domain"), DefaultTenant: cfg.str("default-tenant"), MaxBodyBytes: maxBody, Version: version, REST: rest}
+	srvCfg := server.Config{BaseDomain: cfg.str("base-domain"), DefaultTenant: cfg.str("default-tenant"), MaxBodyBytes: maxBody, Version: version, REST: rest, Registry: registry}
 	h := server.New(srvCfg, db.store, auth.HS256{Key: key, Issuer: auth.DevIssuer, Leeway: time.Minute}, logger)
 	httpSrv := &http.Server{
 		Handler:           h,

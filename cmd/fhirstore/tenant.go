@@ -30,7 +30,7 @@ func tenant(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	default:
 		return fmt.Errorf("tenant: want create NAME, list or delete NAME, not %q", pos)
 	}
-	db, err := openDatabase(ctx, cfg.str("mongodb-uri"), cfg.str("data-dir"), true, nil, zap.NewNop())
+	db, err := openDatabase(ctx, cfg.str("mongodb-uri"), cfg.str("data-dir"), true, storeOptions{}, zap.NewNop())
 	if err != nil {
 		return err
 	}

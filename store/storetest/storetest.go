@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"fhirstore/fhirschema"
+	"fhirstore/search"
 	"fhirstore/server"
 	"fhirstore/store"
 	"fhirstore/store/embedded"
@@ -28,6 +29,7 @@ type DB struct {
 	seq       atomic.Int64
 	run       string
 	validator *fhirschema.Validator
+	registry  *search.Registry
 }
 
 // Start returns the external database when EnvURI is set, otherwise starts an
@@ -38,8 +40,12 @@ func Start(ctx context.Context) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
+	reg, err := search.NewRegistry(fhirschema.ResourceTypes())
+	if err != nil {
+		return nil, err
+	}
 	if uri := os.Getenv(EnvURI); uri != "" {
-		return &DB{URI: uri, stop: func() {}, run: run, validator: v}, nil
+		return &DB{URI: uri, stop: func() {}, run: run, validator: v, registry: reg}, nil
 	}
 	dir, err := os.MkdirTemp("", "fhirstore-test-db-*")
 	if err != nil {
@@ -56,7 +62,7 @@ func Start(ctx context.Context) (*DB, error) {
 		_ = srv.Stop(sctx)
 		_ = os.RemoveAll(dir)
 	}
-	return &DB{URI: srv.URI(), stop: stop, run: run, validator: v}, nil
+	return &DB{URI: srv.URI(), stop: stop, run: run, validator: v, registry: reg}, nil
 }
 
 // Close stops an embedded database and removes its files.
@@ -70,9 +76,13 @@ func (d *DB) Options() store.Options {
 		DatabasePrefix: "fhirstore_test_" + d.run + "_",
 		ResourceTypes:  fhirschema.IsResourceType,
 		Validate:       server.StoreValidator(d.validator),
+		Registry:       d.registry,
 		Logger:         zap.NewNop(),
 	}
 }
+
+// Registry is the search parameter registry the store indexes with.
+func (d *DB) Registry() *search.Registry { return d.registry }
 
 // Open opens a store on the database and closes it when the test ends.
 func (d *DB) Open(t testing.TB, opts store.Options) *store.Store {

@@ -1,0 +1,432 @@
+package search
+
+import (
+	"math"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+)
+
+// rangeCheck tells whether one stored {lo, hi} element satisfies a value.
+type rangeCheck func(el bson.Raw) bool
+
+// condition translates one occurrence of a parameter (name is how the client
+// wrote it, with its modifier) into a database condition, plus a check the
+// condition cannot express exactly (nil when it is exact).
+func condition(p *Param, name, modifier, value string) (bson.D, func(bson.Raw) bool, error) {
+	field := "idx." + p.Code
+	if modifier == "missing" {
+		switch value {
+		case "true":
+			return bson.D{{Key: field, Value: bson.D{{Key: "$exists", Value: false}}}}, nil, nil
+		case "false":
+			return bson.D{{Key: field, Value: bson.D{{Key: "$exists", Value: true}}}}, nil, nil
+		}
+		return nil, nil, errorf(name, "the :missing modifier takes true or false, not %q", value)
+	}
+	values := splitValues(value)
+	if len(values) == 0 {
+		return nil, nil, errorf(name, "no value given")
+	}
+	switch p.Type {
+	case "string":
+		return stringCondition(field, name, modifier, values)
+	case "token":
+		return tokenCondition(field, name, modifier, values)
+	case "reference":
+		return referenceCondition(p, field, name, modifier, values)
+	case "uri":
+		return uriCondition(field, name, modifier, values)
+	case "date", "number", "quantity":
+		if modifier != "" {
+			return nil, nil, errorf(name, "the :%s modifier does not apply to %s parameters", modifier, p.Type)
+		}
+		return rangeCondition(p, field, name, values)
+	}
+	return nil, nil, errorf(name, "%s parameters are not supported", p.Type)
+}
+
+// splitValues splits on commas not escaped with a backslash and removes the
+// escapes of \, \| \$ and \\.
+func splitValues(v string) []string {
+	var out []string
+	var cur strings.Builder
+	for i := 0; i < len(v); i++ {
+		switch {
+		case v[i] == '\\' && i+1 < len(v) && strings.IndexByte(`,$\`, v[i+1]) >= 0:
+			i++
+			cur.WriteByte(v[i])
+		case v[i] == ',':
+			out = append(out, cur.String())
+			cur.Reset()
+		default:
+			cur.WriteByte(v[i])
+		}
+	}
+	out = append(out, cur.String())
+	kept := out[:0]
+	for _, s := range out {
+		if s != "" {
+			kept = append(kept, s)
+		}
+	}
+	return kept
+}
+
+// anyOf ORs conditions.
+func anyOf(conds []bson.D) bson.D {
+	if len(conds) == 1 {
+		return conds[0]
+	}
+	alts := make(bson.A, len(conds))
+	for i, c := range conds {
+		alts[i] = c
+	}
+	return bson.D{{Key: "$or", Value: alts}}
+}
+
+func eqAny(field string, values []string) bson.D {
+	if len(values) == 1 {
+		return bson.D{{Key: field, Value: values[0]}}
+	}
+	return bson.D{{Key: field, Value: bson.D{{Key: "$in", Value: values}}}}
+}
+
+// prefix matches strings starting with s: an anchored regular expression
+// with every metacharacter of s escaped, so values are data, never patterns.
+func prefix(s string) bson.Regex { return bson.Regex{Pattern: "^" + regexp.QuoteMeta(s)} }
+
+func stringCondition(field, name, modifier string, values []string) (bson.D, func(bson.Raw) bool, error) {
+	conds := make([]bson.D, 0, len(values))
+	for _, v := range values {
+		switch modifier {
+		case "":
+			conds = append(conds, bson.D{{Key: field, Value: prefix(Fold(v))}})
+		case "contains":
+			conds = append(conds, bson.D{{Key: field, Value: bson.Regex{Pattern: regexp.QuoteMeta(Fold(v))}}})
+		case "exact":
+			conds = append(conds, bson.D{{Key: field + ":exact", Value: v}})
+		default:
+			return nil, nil, errorf(name, "the :%s modifier does not apply to string parameters", modifier)
+		}
+	}
+	return anyOf(conds), nil, nil
+}
+
+func tokenCondition(field, name, modifier string, values []string) (bson.D, func(bson.Raw) bool, error) {
+	switch modifier {
+	case "", "not":
+		forms := values
+		if modifier == "not" {
+			return bson.D{{Key: field, Value: bson.D{{Key: "$nin", Value: forms}}}}, nil, nil
+		}
+		return eqAny(field, forms), nil, nil
+	case "text":
+		conds := make([]bson.D, 0, len(values))
+		for _, v := range values {
+			conds = append(conds, bson.D{{Key: field + ":text", Value: prefix(Fold(v))}})
+		}
+		return anyOf(conds), nil, nil
+	case "of-type":
+		for _, v := range values {
+			if strings.Count(v, "|") != 2 {
+				return nil, nil, errorf(name, "the :of-type modifier takes system|code|value, not %q", v)
+			}
+		}
+		return eqAny(field+":of-type", values), nil, nil
+	}
+	return nil, nil, errorf(name, "the :%s modifier is not supported for token parameters", modifier)
+}
+
+func referenceCondition(p *Param, field, name, modifier string, values []string) (bson.D, func(bson.Raw) bool, error) {
+	switch {
+	case modifier == "identifier":
+		return eqAny(field+":identifier", values), nil, nil
+	case strings.Contains(modifier, "."):
+		return nil, nil, errorf(name, "chained parameters are not supported yet")
+	case modifier != "":
+		if !startsUpper(modifier) {
+			return nil, nil, errorf(name, "the :%s modifier is not supported for reference parameters", modifier)
+		}
+		forms := make([]string, len(values))
+		for i, v := range values {
+			forms[i] = modifier + "/" + v[strings.LastIndex(v, "/")+1:]
+		}
+		return eqAny(field, forms), nil, nil
+	}
+	forms := make([]string, len(values))
+	for i, v := range values {
+		forms[i] = referenceForm(v)
+	}
+	return eqAny(field, forms), nil, nil
+}
+
+// referenceForm reduces an absolute URL ending in Type/id to Type/id, the
+// form relative references are stored in; other values are used as given.
+func referenceForm(v string) string {
+	if !strings.Contains(v, "://") {
+		return v
+	}
+	parts := strings.Split(strings.TrimRight(v, "/"), "/")
+	if n := len(parts); n >= 2 && startsUpper(parts[n-2]) {
+		return parts[n-2] + "/" + parts[n-1]
+	}
+	return v
+}
+
+func startsUpper(s string) bool { return s != "" && s[0] >= 'A' && s[0] <= 'Z' }
+
+func uriCondition(field, name, modifier string, values []string) (bson.D, func(bson.Raw) bool, error) {
+	switch modifier {
+	case "":
+		return eqAny(field, values), nil, nil
+	case "below":
+		conds := make([]bson.D, 0, len(values))
+		for _, v := range values {
+			conds = append(conds, bson.D{{Key: field, Value: prefix(v)}})
+		}
+		return anyOf(conds), nil, nil
+	case "above":
+		var ups []string
+		for _, v := range values {
+			ups = append(ups, uriAncestors(v)...)
+		}
+		return eqAny(field, ups), nil, nil
+	}
+	return nil, nil, errorf(name, "the :%s modifier is not supported for uri parameters", modifier)
+}
+
+// uriAncestors lists v and every path prefix of it: the stored URIs that
+// are "above" v.
+func uriAncestors(v string) []string {
+	out := []string{v}
+	for i := len(v) - 1; i > 0; i-- {
+		if v[i] == '/' && !strings.HasSuffix(v[:i], "/") && !strings.HasSuffix(v[:i], ":") {
+			out = append(out, v[:i])
+		}
+	}
+	return out
+}
+
+// comparators are the FHIR search prefixes.
+var comparators = []string{"eq", "ne", "gt", "lt", "ge", "le", "sa", "eb", "ap"}
+
+func splitPrefix(v string) (string, string) {
+	if len(v) > 2 {
+		for _, c := range comparators {
+			if strings.HasPrefix(v, c) && (v[2] == '-' || v[2] == '+' || v[2] == '.' || (v[2] >= '0' && v[2] <= '9')) {
+				return c, v[2:]
+			}
+		}
+	}
+	return "eq", v
+}
+
+// bounds are a search value's range [lo, hi] and its point value.
+type bounds struct {
+	lo, hi, at any // time.Time or float64
+}
+
+// rangeCondition handles date, number and quantity: the prefix decides
+// which stored bound is compared with which search bound. eq and ap need
+// both bounds of one stored element, which only the post-filter checks
+// exactly on resources with several values.
+func rangeCondition(p *Param, field, name string, values []string) (bson.D, func(bson.Raw) bool, error) {
+	conds := make([]bson.D, 0, len(values))
+	var checks []rangeCheck
+	exact := true
+	for _, raw := range values {
+		cmp, v := splitPrefix(raw)
+		b, unit, err := parseBounds(p.Type, v)
+		if err != nil {
+			return nil, nil, errorf(name, "%v", err)
+		}
+		cond, check, twoSided := boundCondition(field, cmp, b, unit)
+		conds = append(conds, cond)
+		checks = append(checks, check)
+		exact = exact && !twoSided
+	}
+	if exact {
+		return anyOf(conds), nil, nil
+	}
+	code := strings.TrimPrefix(field, "idx.")
+	return anyOf(conds), func(idx bson.Raw) bool { return anyElement(idx, code, checks) }, nil
+}
+
+// anyElement reports whether some stored element of code passes some check.
+func anyElement(idx bson.Raw, code string, checks []rangeCheck) bool {
+	arr, ok := idx.Lookup(code).ArrayOK()
+	if !ok {
+		return false
+	}
+	vals, err := arr.Values()
+	if err != nil {
+		return false
+	}
+	for _, v := range vals {
+		el, ok := v.DocumentOK()
+		if !ok {
+			continue
+		}
+		for _, check := range checks {
+			if check(el) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// unitMatch is the quantity unit a search names: "system|code" or "|code".
+type unitMatch struct{ system, code string }
+
+func parseBounds(typ, v string) (bounds, *unitMatch, error) {
+	switch typ {
+	case "date":
+		r, err := ParseDateRange(v)
+		if err != nil {
+			return bounds{}, nil, err
+		}
+		return bounds{lo: r.Lo, hi: r.Hi, at: r.Lo}, nil, nil
+	case "quantity":
+		num, rest, hasUnit := strings.Cut(v, "|")
+		b, err := numberBounds(num)
+		if err != nil || !hasUnit {
+			return b, nil, err
+		}
+		system, code, _ := strings.Cut(rest, "|")
+		if code == "" { // "5.4|mg" is not FHIR; treat the single part as a code
+			system, code = "", system
+		}
+		return b, &unitMatch{system: system, code: code}, nil
+	}
+	b, err := numberBounds(v)
+	return b, nil, err
+}
+
+// numberBounds is the range a decimal stands for at its precision (see
+// ParseNumberRange, which the stored values use too): 100 covers
+// [99.5, 100.5), 1.50 covers [1.495, 1.505).
+func numberBounds(v string) (bounds, error) {
+	lo, hi, err := ParseNumberRange(v)
+	if err != nil {
+		return bounds{}, err
+	}
+	f, _ := strconv.ParseFloat(v, 64)
+	return bounds{lo: lo, hi: hi, at: f}, nil
+}
+
+// boundCondition compares a stored element [lo, hi] with search bounds.
+func boundCondition(field, cmp string, b bounds, unit *unitMatch) (bson.D, rangeCheck, bool) {
+	lo, hi := field+".lo", field+".hi"
+	var cond bson.D
+	var check rangeCheck
+	twoSided := false
+	switch cmp {
+	case "eq":
+		cond = bson.D{{Key: lo, Value: bson.D{{Key: "$gte", Value: b.lo}}}, {Key: hi, Value: bson.D{{Key: "$lte", Value: b.hi}}}}
+		check, twoSided = func(el bson.Raw) bool { return ge(el, "lo", b.lo) && le(el, "hi", b.hi) }, true
+	case "ne":
+		cond = bson.D{{Key: "$or", Value: bson.A{bson.D{{Key: lo, Value: bson.D{{Key: "$lt", Value: b.lo}}}}, bson.D{{Key: hi, Value: bson.D{{Key: "$gt", Value: b.hi}}}}}}}
+		check = func(el bson.Raw) bool { return !ge(el, "lo", b.lo) || !le(el, "hi", b.hi) }
+	case "gt":
+		cond, check = one(hi, "$gt", b.hi, func(el bson.Raw) bool { return gt(el, "hi", b.hi) })
+	case "lt":
+		cond, check = one(lo, "$lt", b.lo, func(el bson.Raw) bool { return lt(el, "lo", b.lo) })
+	case "ge":
+		cond, check = one(hi, "$gte", b.lo, func(el bson.Raw) bool { return ge(el, "hi", b.lo) })
+	case "le":
+		cond, check = one(lo, "$lte", b.hi, func(el bson.Raw) bool { return le(el, "lo", b.hi) })
+	case "sa":
+		cond, check = one(lo, "$gt", b.hi, func(el bson.Raw) bool { return gt(el, "lo", b.hi) })
+	case "eb":
+		cond, check = one(hi, "$lt", b.lo, func(el bson.Raw) bool { return lt(el, "hi", b.lo) })
+	case "ap":
+		a, z := approximate(b)
+		cond = bson.D{{Key: lo, Value: bson.D{{Key: "$lte", Value: z}}}, {Key: hi, Value: bson.D{{Key: "$gte", Value: a}}}}
+		check, twoSided = func(el bson.Raw) bool { return le(el, "lo", z) && ge(el, "hi", a) }, true
+	}
+	if unit != nil {
+		cond = append(cond, unitCondition(field, unit))
+		inner := check
+		check, twoSided = func(el bson.Raw) bool { return inner(el) && unitMatches(el, unit) }, true
+	}
+	return cond, check, twoSided
+}
+
+func one(field, op string, v any, check rangeCheck) (bson.D, rangeCheck) {
+	return bson.D{{Key: field, Value: bson.D{{Key: op, Value: v}}}}, check
+}
+
+// approximate widens bounds by 10% of the value (numbers) or of its
+// distance from now (dates), as FHIR's ap suggests.
+func approximate(b bounds) (any, any) {
+	switch lo := b.lo.(type) {
+	case time.Time:
+		hi := b.hi.(time.Time)
+		d := time.Since(lo)
+		if d < 0 {
+			d = -d
+		}
+		w := d / 10
+		return lo.Add(-w), hi.Add(w)
+	case float64:
+		w := math.Abs(b.at.(float64)) * 0.1
+		return lo - w, b.hi.(float64) + w
+	}
+	return b.lo, b.hi
+}
+
+func unitCondition(field string, u *unitMatch) bson.E {
+	if u.system != "" {
+		return bson.E{Key: field + ".s", Value: u.system + "|" + u.code}
+	}
+	return bson.E{Key: "$or", Value: bson.A{
+		bson.D{{Key: field + ".s", Value: bson.Regex{Pattern: regexp.QuoteMeta("|"+u.code) + "$"}}},
+		bson.D{{Key: field + ".u", Value: u.code}},
+	}}
+}
+
+func unitMatches(el bson.Raw, u *unitMatch) bool {
+	s, _ := el.Lookup("s").StringValueOK()
+	if u.system != "" {
+		return s == u.system+"|"+u.code
+	}
+	unit, _ := el.Lookup("u").StringValueOK()
+	return strings.HasSuffix(s, "|"+u.code) || unit == u.code
+}
+
+// compare orders a stored bound with a search bound: -1, 0, 1, or 2 when
+// they cannot be compared.
+func compare(el bson.Raw, key string, v any) int {
+	rv := el.Lookup(key)
+	switch x := v.(type) {
+	case time.Time:
+		t, ok := rv.TimeOK()
+		if !ok {
+			return 2
+		}
+		return t.Compare(x)
+	case float64:
+		f, ok := rv.DoubleOK()
+		if !ok {
+			return 2
+		}
+		switch {
+		case f < x:
+			return -1
+		case f > x:
+			return 1
+		}
+		return 0
+	}
+	return 2
+}
+
+func ge(el bson.Raw, key string, v any) bool { c := compare(el, key, v); return c == 0 || c == 1 }
+func le(el bson.Raw, key string, v any) bool { c := compare(el, key, v); return c == 0 || c == -1 }
+func gt(el bson.Raw, key string, v any) bool { return compare(el, key, v) == 1 }
+func lt(el bson.Raw, key string, v any) bool { return compare(el, key, v) == -1 }

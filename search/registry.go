@@ -1,0 +1,204 @@
+package search
+
+import (
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	"fhirstore/search/fhirpath"
+)
+
+//go:embed search-parameters.json
+var searchParametersJSON []byte
+
+// Param is one search parameter of one resource type.
+type Param struct {
+	Code, Type                         string
+	Base, Target, Modifier, Comparator []string
+	Expression                         string // the official one
+
+	expr *fhirpath.Expr // the branches of Expression for this type; nil for Resource-level parameters
+}
+
+// Skip is an official parameter the registry does not index, with the reason.
+type Skip struct {
+	Code, Type string
+	Base       []string
+	Reason     string
+}
+
+// Registry holds the search parameters of every resource type.
+type Registry struct {
+	byType  map[string]map[string]*Param
+	sorted  map[string][]*Param
+	types   map[string]bool
+	skipped []Skip
+}
+
+// resourceLevel are the parameters of base Resource that Extract computes
+// directly instead of through their expressions.
+var resourceLevel = map[string]bool{
+	"_id": true, "_lastUpdated": true, "_tag": true, "_security": true, "_profile": true, "_source": true,
+}
+
+type definition struct {
+	Code       string   `json:"code"`
+	Type       string   `json:"type"`
+	Base       []string `json:"base"`
+	Target     []string `json:"target"`
+	Modifier   []string `json:"modifier"`
+	Comparator []string `json:"comparator"`
+	Expression string   `json:"expression"`
+}
+
+// NewRegistry parses the embedded R4 definitions and compiles their
+// expressions; resourceTypes are the types that Resource-level parameters
+// apply to.
+func NewRegistry(resourceTypes []string) (*Registry, error) {
+	var bundle struct {
+		Entry []struct {
+			Resource definition `json:"resource"`
+		} `json:"entry"`
+	}
+	if err := json.Unmarshal(searchParametersJSON, &bundle); err != nil {
+		return nil, fmt.Errorf("search parameters: %w", err)
+	}
+	r := &Registry{byType: map[string]map[string]*Param{}, sorted: map[string][]*Param{}, types: map[string]bool{}}
+	for _, t := range resourceTypes {
+		r.types[t] = true
+	}
+	compiled := map[string]*fhirpath.Expr{}
+	for _, e := range bundle.Entry {
+		if err := r.add(e.Resource, compiled); err != nil {
+			return nil, err
+		}
+	}
+	for t, params := range r.byType {
+		list := make([]*Param, 0, len(params))
+		for _, p := range params {
+			list = append(list, p)
+		}
+		sort.Slice(list, func(i, j int) bool { return list[i].Code < list[j].Code })
+		r.sorted[t] = list
+	}
+	return r, nil
+}
+
+func (r *Registry) add(d definition, compiled map[string]*fhirpath.Expr) error {
+	skip := func(reason string) { r.skipped = append(r.skipped, Skip{d.Code, d.Type, d.Base, reason}) }
+	switch {
+	case d.Type == "composite" || d.Type == "special":
+		skip(d.Type + " parameter")
+		return nil
+	case d.Expression == "":
+		skip("no expression")
+		return nil
+	}
+	p := Param{Code: d.Code, Type: d.Type, Base: d.Base, Target: d.Target, Modifier: d.Modifier,
+		Comparator: d.Comparator, Expression: d.Expression}
+	if len(d.Base) == 1 && (d.Base[0] == "Resource" || d.Base[0] == "DomainResource") {
+		if !resourceLevel[d.Code] {
+			return fmt.Errorf("search parameter %s: Resource-level parameter without extraction", d.Code)
+		}
+		shared := &p
+		for t := range r.types {
+			r.register(t, shared)
+		}
+		return nil
+	}
+	for _, base := range d.Base {
+		src := branchesFor(d.Expression, base, d.Base)
+		expr, ok := compiled[src]
+		if !ok {
+			var err error
+			if expr, err = fhirpath.Compile(src); err != nil {
+				skip(fmt.Sprintf("%s: expression %q: %v", base, src, err))
+				continue
+			}
+			compiled[src] = expr
+		}
+		pt := p
+		pt.expr = expr
+		r.register(base, &pt)
+	}
+	return nil
+}
+
+func (r *Registry) register(t string, p *Param) {
+	if r.byType[t] == nil {
+		r.byType[t] = map[string]*Param{}
+	}
+	r.byType[t][p.Code] = p
+}
+
+// Lookup returns the parameter code of resourceType.
+func (r *Registry) Lookup(resourceType, code string) (*Param, bool) {
+	p, ok := r.byType[resourceType][code]
+	return p, ok
+}
+
+// Params returns the parameters of resourceType sorted by code.
+func (r *Registry) Params(resourceType string) []*Param {
+	return r.sorted[resourceType]
+}
+
+// Skipped returns the official parameters that are not indexed (composite,
+// special, without expression, or whose expression does not compile).
+func (r *Registry) Skipped() []Skip {
+	return r.skipped
+}
+
+// branchesFor keeps the union branches of expr that start at base or at no
+// other base of the parameter, so that each type evaluates only its own.
+func branchesFor(expr, base string, bases []string) string {
+	if len(bases) < 2 {
+		return expr
+	}
+	others := map[string]bool{}
+	for _, b := range bases {
+		others[b] = b != base
+	}
+	var keep []string
+	for _, br := range splitUnion(expr) {
+		if !others[rootName(br)] {
+			keep = append(keep, br)
+		}
+	}
+	if len(keep) == 0 {
+		return expr
+	}
+	return strings.Join(keep, " | ")
+}
+
+// splitUnion splits expr at the "|" operators outside parentheses and strings.
+func splitUnion(expr string) []string {
+	var out []string
+	depth, start, quoted := 0, 0, false
+	for i := 0; i < len(expr); i++ {
+		switch c := expr[i]; {
+		case c == '\'' && (i == 0 || expr[i-1] != '\\'):
+			quoted = !quoted
+		case quoted:
+		case c == '(':
+			depth++
+		case c == ')':
+			depth--
+		case c == '|' && depth == 0:
+			out = append(out, strings.TrimSpace(expr[start:i]))
+			start = i + 1
+		}
+	}
+	return append(out, strings.TrimSpace(expr[start:]))
+}
+
+// rootName is the leading identifier of a branch, after any parentheses.
+func rootName(branch string) string {
+	branch = strings.TrimLeft(branch, "( ")
+	end := strings.IndexAny(branch, ". ()")
+	if end < 0 {
+		return branch
+	}
+	return branch[:end]
+}

@@ -1,0 +1,216 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"mime"
+	"net/http"
+	"net/url"
+	"slices"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/google/uuid"
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"fhirstore/search"
+	"fhirstore/store"
+	"fhirstore/store/document"
+)
+
+// searchType serves GET [type]?params and POST [type]/_search (params in a
+// form body, merged with the URL's).
+func (s *Server) searchType(c *gin.Context, typ string) {
+	params, err := s.searchParams(c)
+	if err != nil {
+		s.abort(c, err)
+		return
+	}
+	if s.cfg.Registry == nil {
+		s.notSupported(c, "search is not configured")
+		return
+	}
+	q, err := s.cfg.Registry.Parse(typ, params, search.ParseOptions{Lenient: prefer(c, "handling") == "lenient"})
+	if err != nil {
+		s.abort(c, searchError(err))
+		return
+	}
+	if q.Summary == "true" {
+		s.abort(c, fail(http.StatusBadRequest, "not-supported", "_summary=true is not supported; use _elements, _summary=text, data or count", "_summary"))
+		return
+	}
+	page, err := s.store.Search(c.Request.Context(), c.GetString(tenantKey), q)
+	if err != nil {
+		s.abort(c, searchError(err))
+		return
+	}
+	b, err := searchBundle(c, typ, params, q, page)
+	if err != nil {
+		s.abort(c, err)
+		return
+	}
+	writeJSON(c, http.StatusOK, b)
+}
+
+// searchParams are the URL's parameters plus, for POST _search, the form body's.
+func (s *Server) searchParams(c *gin.Context) (url.Values, error) {
+	params := c.Request.URL.Query()
+	if c.Request.Method != http.MethodPost {
+		return params, nil
+	}
+	ct := c.GetHeader("Content-Type")
+	if mt, _, _ := mime.ParseMediaType(ct); ct != "" && mt != "application/x-www-form-urlencoded" {
+		return nil, fail(http.StatusUnsupportedMediaType, "not-supported", "POST _search takes application/x-www-form-urlencoded parameters", "")
+	}
+	c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, s.cfg.MaxBodyBytes)
+	if err := c.Request.ParseForm(); err != nil {
+		return nil, fail(http.StatusBadRequest, "structure", "the form body is not valid: "+err.Error(), "")
+	}
+	for k, vs := range c.Request.PostForm {
+		params[k] = append(params[k], vs...)
+	}
+	return params, nil
+}
+
+func searchError(err error) error {
+	var se *search.Error
+	if errors.As(err, &se) {
+		return fail(http.StatusBadRequest, "value", se.Msg, se.Param)
+	}
+	if errors.Is(err, store.ErrBadCursor) {
+		return fail(http.StatusBadRequest, "value", "the paging cursor is not valid; start again from the first page", "_cursor")
+	}
+	return err
+}
+
+// searchEntry is one match of a searchset Bundle.
+type searchEntry struct {
+	FullURL  string            `json:"fullUrl"`
+	Resource bsonJSON          `json:"resource"`
+	Search   map[string]string `json:"search"`
+}
+
+// bsonJSON is an already rendered JSON value.
+type bsonJSON []byte
+
+// MarshalJSON returns the value as is.
+func (b bsonJSON) MarshalJSON() ([]byte, error) { return b, nil }
+
+type searchBundleBody struct {
+	ResourceType string         `json:"resourceType"`
+	ID           string         `json:"id"`
+	Meta         map[string]any `json:"meta"`
+	Type         string         `json:"type"`
+	Total        *int64         `json:"total,omitempty"`
+	Link         []bundleLink   `json:"link"`
+	Entry        []searchEntry  `json:"entry,omitempty"`
+}
+
+func searchBundle(c *gin.Context, typ string, params url.Values, q *search.Query, page *store.SearchPage) (*searchBundleBody, error) {
+	base := baseURL(c)
+	b := &searchBundleBody{
+		ResourceType: "Bundle",
+		ID:           uuid.NewString(),
+		Meta:         map[string]any{"lastUpdated": time.Now().UTC().Format(store.InstantLayout)},
+		Type:         "searchset",
+		Link:         []bundleLink{{Relation: "self", URL: searchURL(base, typ, params, q.Cursor)}},
+	}
+	if page.Total >= 0 {
+		b.Total = &page.Total
+	}
+	if page.Next != "" {
+		b.Link = append(b.Link, bundleLink{Relation: "next", URL: searchURL(base, typ, params, page.Next)})
+	}
+	if page.Previous != "" {
+		b.Link = append(b.Link, bundleLink{Relation: "previous", URL: searchURL(base, typ, params, page.Previous)})
+	}
+	for _, r := range page.Entries {
+		body, err := subset(r.JSON, q)
+		if err != nil {
+			return nil, err
+		}
+		b.Entry = append(b.Entry, searchEntry{
+			FullURL:  base + "/" + r.Type + "/" + r.ID,
+			Resource: body,
+			Search:   map[string]string{"mode": "match"},
+		})
+	}
+	return b, nil
+}
+
+// searchURL is the GET form of the search with the paging cursor replaced.
+func searchURL(base, typ string, params url.Values, cursor string) string {
+	q := url.Values{}
+	for k, vs := range params {
+		if k != "_cursor" {
+			q[k] = vs
+		}
+	}
+	if cursor != "" {
+		q.Set("_cursor", cursor)
+	}
+	u := base + "/" + typ
+	if enc := q.Encode(); enc != "" {
+		u += "?" + enc
+	}
+	return u
+}
+
+// subsetTag marks a resource of which only some elements are returned.
+var subsetTag = bson.D{{Key: "system", Value: "http://terminology.hl7.org/CodeSystem/v3-ObservationValue"}, {Key: "code", Value: "SUBSETTED"}}
+
+// alwaysKept are returned whatever _elements or _summary select.
+var alwaysKept = []string{"resourceType", "id", "meta"}
+
+// subset applies _elements and _summary=text|data to a resource, keeping
+// its key order and number text.
+func subset(resourceJSON []byte, q *search.Query) ([]byte, error) {
+	var keep func(key string) bool
+	switch {
+	case len(q.Elements) > 0:
+		keep = func(k string) bool { return slices.Contains(alwaysKept, k) || slices.Contains(q.Elements, k) }
+	case q.Summary == "text":
+		keep = func(k string) bool { return slices.Contains(alwaysKept, k) || k == "text" }
+	case q.Summary == "data":
+		keep = func(k string) bool { return k != "text" }
+	default:
+		return resourceJSON, nil
+	}
+	dec, err := document.FromJSON(resourceJSON, 0)
+	if err != nil {
+		return nil, fmt.Errorf("subset stored resource: %w", err)
+	}
+	out := bson.D{}
+	for _, e := range dec.Doc {
+		if keep(e.Key) {
+			out = append(out, e)
+		}
+	}
+	out = tagSubsetted(out)
+	raw, err := bson.Marshal(out)
+	if err != nil {
+		return nil, fmt.Errorf("subset stored resource: %w", err)
+	}
+	return document.ToJSON(raw, dec.NumText)
+}
+
+// tagSubsetted adds the SUBSETTED tag to meta.tag.
+func tagSubsetted(doc bson.D) bson.D {
+	for i, e := range doc {
+		if e.Key != "meta" {
+			continue
+		}
+		meta, _ := e.Value.(bson.D)
+		for j, m := range meta {
+			if m.Key == "tag" {
+				tags, _ := m.Value.(bson.A)
+				meta[j].Value = append(tags, subsetTag)
+				doc[i].Value = meta
+				return doc
+			}
+		}
+		doc[i].Value = append(meta, bson.E{Key: "tag", Value: bson.A{subsetTag}})
+		return doc
+	}
+	return doc
+}

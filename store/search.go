@@ -1,0 +1,281 @@
+package store
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"slices"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"fhirstore/search"
+)
+
+// SearchPage is one page of search matches.
+type SearchPage struct {
+	Entries []*Resource
+	// Total counts every match across pages; -1 when not computed.
+	Total int64
+	// Next and Previous are opaque cursors for the neighbouring pages ("" if none).
+	Next, Previous string
+}
+
+// ErrBadCursor rejects a paging cursor this server did not issue.
+var ErrBadCursor = fmt.Errorf("invalid paging cursor")
+
+// searchDoc is what a search reads of a current row.
+type searchDoc = storedDoc
+
+// Search runs q against the current versions of q.Type. Pages are keyed by
+// the sort values of their last row, so writes between pages do not shift
+// them.
+func (s *Store) Search(ctx context.Context, tenant string, q *search.Query) (*SearchPage, error) {
+	if err := s.checkType(q.Type); err != nil {
+		return nil, err
+	}
+	coll := s.tenantDB(tenant).Collection(q.Type)
+	base := bson.D{{Key: "$and", Value: bson.A{q.Filter(), bson.D{{Key: "deleted", Value: false}}}}}
+	keys := sortFields(q.Sort)
+	page := &SearchPage{Total: -1}
+	if q.Total != "none" {
+		n, err := s.countMatches(ctx, coll, q, base)
+		if err != nil {
+			return nil, err
+		}
+		page.Total = n
+	}
+	if q.Summary == "count" || q.Count == 0 {
+		return page, nil
+	}
+	cur, err := decodeSearchCursor(q.Cursor)
+	if err != nil {
+		return nil, err
+	}
+	filter, dir := base, 1
+	if cur != nil {
+		if len(cur.Values) != len(keys) {
+			return nil, ErrBadCursor
+		}
+		filter = after(base, keys, cur, cur.Backward)
+		if cur.Backward {
+			dir = -1
+		}
+	}
+	rows, err := s.searchRows(ctx, coll, q, filter, orderBy(keys, dir))
+	if err != nil {
+		return nil, err
+	}
+	return fillSearchPage(page, q, keys, rows, cur)
+}
+
+// sortField is one key of the search order: a stored field and its direction.
+type sortField struct {
+	path string
+	desc bool
+}
+
+// sortFields are the _sort keys then the default order: _lastUpdated, _id.
+func sortFields(keys []search.SortKey) []sortField {
+	var out []sortField
+	for _, k := range keys {
+		f := sortField{path: "sort." + k.Param + ".a"}
+		if k.Descending {
+			f = sortField{path: "sort." + k.Param + ".d", desc: true}
+		}
+		out = append(out, f)
+	}
+	return append(out, sortField{path: "lastUpdated"})
+}
+
+func orderBy(keys []sortField, dir int) bson.D {
+	order := bson.D{}
+	for _, k := range keys {
+		d := dir
+		if k.desc {
+			d = -d
+		}
+		order = append(order, bson.E{Key: k.path, Value: d})
+	}
+	return append(order, bson.E{Key: "_id", Value: dir})
+}
+
+// searchCursor is the position after (or before) a row in search order.
+type searchCursor struct {
+	Values   bson.A `bson:"v"`
+	ID       string `bson:"i"`
+	Backward bool   `bson:"b,omitempty"`
+}
+
+func encodeSearchCursor(c searchCursor) string {
+	b, err := bson.Marshal(c)
+	if err != nil {
+		return ""
+	}
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func decodeSearchCursor(s string) (*searchCursor, error) {
+	if s == "" {
+		return nil, nil
+	}
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return nil, ErrBadCursor
+	}
+	var c searchCursor
+	if err := bson.Unmarshal(b, &c); err != nil || c.ID == "" {
+		return nil, ErrBadCursor
+	}
+	return &c, nil
+}
+
+// after narrows filter to rows beyond the cursor in the search order (or
+// before it, reading backwards): (k1 > v1) or (k1 = v1 and k2 > v2) ...
+func after(filter bson.D, keys []sortField, c *searchCursor, backward bool) bson.D {
+	alts := bson.A{}
+	for i := 0; i <= len(keys); i++ {
+		cond := bson.D{}
+		for j := 0; j < i; j++ {
+			cond = append(cond, bson.E{Key: keys[j].path, Value: c.Values[j]})
+		}
+		path, v, desc := "_id", any(c.ID), false
+		if i < len(keys) {
+			path, v, desc = keys[i].path, c.Values[i], keys[i].desc
+		}
+		op := "$gt"
+		if desc != backward {
+			op = "$lt"
+		}
+		alts = append(alts, append(cond, bson.E{Key: path, Value: bson.D{{Key: op, Value: v}}}))
+	}
+	return bson.D{{Key: "$and", Value: bson.A{filter, bson.D{{Key: "$or", Value: alts}}}}}
+}
+
+// searchRows reads up to Count+1 matching rows in order, dropping the false
+// positives the post-filter finds, reading on until the page is full.
+func (s *Store) searchRows(ctx context.Context, coll *mongo.Collection, q *search.Query, filter, order bson.D) ([]*searchDoc, error) {
+	want := q.Count + 1
+	var kept []*searchDoc
+	for skip := int64(0); ; {
+		limit := int64(want - len(kept))
+		if q.PostFilter != nil {
+			limit = max(limit, 50)
+		}
+		cur, err := coll.Find(ctx, filter, options.Find().SetSort(order).SetSkip(skip).SetLimit(limit))
+		if err != nil {
+			return nil, dbError("search "+q.Type, err)
+		}
+		var batch []*searchDoc
+		if err := cur.All(ctx, &batch); err != nil {
+			return nil, dbError("search "+q.Type, err)
+		}
+		for _, d := range batch {
+			if q.PostFilter == nil || q.PostFilter(d.Idx) {
+				kept = append(kept, d)
+			}
+			if len(kept) == want {
+				return kept, nil
+			}
+		}
+		if int64(len(batch)) < limit {
+			return kept, nil
+		}
+		skip += int64(len(batch))
+	}
+}
+
+// countMatches counts the matches; with a post-filter every candidate's
+// index values are read and checked.
+func (s *Store) countMatches(ctx context.Context, coll *mongo.Collection, q *search.Query, filter bson.D) (int64, error) {
+	if q.PostFilter == nil {
+		n, err := coll.CountDocuments(ctx, filter)
+		return n, dbError("count "+q.Type, err)
+	}
+	cur, err := coll.Find(ctx, filter, options.Find().SetProjection(bson.D{{Key: "idx", Value: 1}}))
+	if err != nil {
+		return 0, dbError("count "+q.Type, err)
+	}
+	defer cur.Close(ctx)
+	var n int64
+	for cur.Next(ctx) {
+		idx, _ := cur.Current.Lookup("idx").DocumentOK()
+		if q.PostFilter(idx) {
+			n++
+		}
+	}
+	return n, dbError("count "+q.Type, cur.Err())
+}
+
+func fillSearchPage(page *SearchPage, q *search.Query, keys []sortField, rows []*searchDoc, cur *searchCursor) (*SearchPage, error) {
+	more := len(rows) > q.Count
+	if more {
+		rows = rows[:q.Count]
+	}
+	backward := cur != nil && cur.Backward
+	if backward {
+		slices.Reverse(rows)
+	}
+	for _, d := range rows {
+		res, err := d.toResource(q.Type)
+		if err != nil {
+			return nil, err
+		}
+		page.Entries = append(page.Entries, res)
+	}
+	if len(rows) == 0 {
+		return page, nil
+	}
+	hasNext, hasPrev := more, cur != nil
+	if backward {
+		hasNext, hasPrev = true, more
+	}
+	if hasNext {
+		page.Next = encodeSearchCursor(positionOf(rows[len(rows)-1], keys, false))
+	}
+	if hasPrev {
+		page.Previous = encodeSearchCursor(positionOf(rows[0], keys, true))
+	}
+	return page, nil
+}
+
+// positionOf reads a row's sort values.
+func positionOf(d *searchDoc, keys []sortField, backward bool) searchCursor {
+	c := searchCursor{ID: d.ID, Backward: backward}
+	for _, k := range keys {
+		if k.path == "lastUpdated" {
+			c.Values = append(c.Values, d.LastUpdated)
+			continue
+		}
+		v, err := bson.Raw(d.Sort).LookupErr(sortPath(k.path)...)
+		if err != nil {
+			c.Values = append(c.Values, nil)
+			continue
+		}
+		c.Values = append(c.Values, rawValue(v))
+	}
+	return c
+}
+
+// sortPath splits "sort.<code>.<a|d>" into the keys inside the sort document.
+func sortPath(path string) []string {
+	rest := path[len("sort."):]
+	return []string{rest[:len(rest)-2], rest[len(rest)-1:]}
+}
+
+func rawValue(v bson.RawValue) any {
+	switch v.Type {
+	case bson.TypeString:
+		return v.StringValue()
+	case bson.TypeDouble:
+		return v.Double()
+	case bson.TypeDateTime:
+		return v.Time().UTC()
+	case bson.TypeInt32:
+		return v.Int32()
+	case bson.TypeInt64:
+		return v.Int64()
+	}
+	return nil
+}
