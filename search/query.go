@@ -50,6 +50,23 @@ type Query struct {
 	Elements   []string // _elements
 	Total      string   // none, estimate, accurate ("" = accurate)
 	Cursor     string   // opaque position of a next/previous page
+	// Has are reverse chains (_has): resources of another type that must
+	// refer to each match.
+	Has []*Has
+}
+
+// Has is one _has condition: some Type resource matching Query refers to
+// the match through its reference parameter Param.
+type Has struct {
+	Type, Param string
+	Query       *Query
+}
+
+// aliases name searches of the service contract that are another query
+// under a FHIR name: Patient?episode-status=x is
+// Patient?_has:EpisodeOfCare:patient:status=x.
+var aliases = map[string]map[string]string{
+	"Patient": {"episode-status": "_has:EpisodeOfCare:patient:status"},
 }
 
 // ParseOptions tune parsing.
@@ -68,7 +85,7 @@ var resultParams = map[string]bool{
 // explicitly rather than ignore.
 var unsupportedParams = map[string]string{
 	"_include": "_include is not supported yet", "_revinclude": "_revinclude is not supported yet",
-	"_has": "_has is not supported yet", "_contained": "_contained is not supported",
+	"_contained": "_contained is not supported",
 	"_containedType": "_containedType is not supported", "_text": "_text is not supported",
 	"_content": "_content is not supported", "_list": "_list is not supported",
 	"_query": "_query is not supported", "_filter": "_filter is not supported",
@@ -83,8 +100,20 @@ func (r *Registry) Parse(resourceType string, params url.Values, opts ParseOptio
 	}
 	var post []func(bson.Raw) bool
 	for _, name := range sortedKeys(params) {
+		values := params[name]
+		if alias, ok := aliases[resourceType][name]; ok {
+			name = alias
+		}
 		code, modifier, _ := strings.Cut(name, ":")
 		if resultParams[code] {
+			continue
+		}
+		if code == "_has" {
+			h, err := r.parseHas(name, modifier, values, opts)
+			if err != nil {
+				return nil, err
+			}
+			q.Has = append(q.Has, h)
 			continue
 		}
 		if msg, ok := unsupportedParams[code]; ok {
@@ -100,7 +129,7 @@ func (r *Registry) Parse(resourceType string, params url.Values, opts ParseOptio
 			}
 			return nil, errorf(name, "unknown search parameter %q for %s", code, resourceType)
 		}
-		for _, value := range params[name] {
+		for _, value := range values {
 			cond, check, err := condition(p, name, modifier, value)
 			if err != nil {
 				return nil, err
@@ -124,6 +153,38 @@ func (r *Registry) Parse(resourceType string, params url.Values, opts ParseOptio
 	return q, nil
 }
 
+// Aliases lists the alias parameters of a resource type (see aliases).
+func Aliases(resourceType string) []string {
+	var out []string
+	for name := range aliases[resourceType] {
+		out = append(out, name)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// parseHas reads _has:Type:param:rest=values; rest is a parameter of Type
+// (itself possibly another _has).
+func (r *Registry) parseHas(name, spec string, values []string, opts ParseOptions) (*Has, error) {
+	parts := strings.SplitN(spec, ":", 3)
+	if len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" {
+		return nil, errorf(name, "_has takes _has:Type:reference-parameter:parameter=value")
+	}
+	typ, ref, rest := parts[0], parts[1], parts[2]
+	p, ok := r.Lookup(typ, ref)
+	if !ok || p.Type != "reference" {
+		return nil, errorf(name, "%q is not a reference parameter of %s", ref, typ)
+	}
+	sub, err := r.Parse(typ, url.Values{rest: values}, opts)
+	if err != nil {
+		return nil, errorf(name, "%v", err)
+	}
+	if len(sub.Conditions) == 0 && len(sub.Has) == 0 {
+		return nil, errorf(name, "_has needs a condition on %s", typ)
+	}
+	return &Has{Type: typ, Param: ref, Query: sub}, nil
+}
+
 // Filter is the database filter over the stored document (idx fields).
 func (q *Query) Filter() bson.D {
 	if len(q.Conditions) == 0 {
@@ -145,11 +206,8 @@ func (q *Query) parseResultParams(r *Registry, params url.Values) error {
 	}
 	if v := params.Get("_count"); v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 || n > MaxCount {
-			return errorf("_count", "must be an integer from 1 to %d, not %q", MaxCount, v)
-		}
-		if n == 0 { // the total only
-			q.Summary = "count"
+		if err != nil || n < 1 || n > MaxCount {
+			return errorf("_count", "must be an integer from 1 to %d (use _summary=count for the total only), not %q", MaxCount, v)
 		}
 		q.Count = n
 	}

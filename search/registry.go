@@ -13,6 +13,12 @@ import (
 //go:embed search-parameters.json
 var searchParametersJSON []byte
 
+// customParametersJSON defines the parameters of the service contract that
+// R4 does not (Patient agency, Practitioner qualification), in the same form.
+//
+//go:embed custom-parameters.json
+var customParametersJSON []byte
+
 // Param is one search parameter of one resource type.
 type Param struct {
 	Code, Type                         string
@@ -57,7 +63,7 @@ type definition struct {
 // expressions; resourceTypes are the types that Resource-level parameters
 // apply to.
 func NewRegistry(resourceTypes []string) (*Registry, error) {
-	var bundle struct {
+	var bundle, custom struct {
 		Entry []struct {
 			Resource definition `json:"resource"`
 		} `json:"entry"`
@@ -65,6 +71,10 @@ func NewRegistry(resourceTypes []string) (*Registry, error) {
 	if err := json.Unmarshal(searchParametersJSON, &bundle); err != nil {
 		return nil, fmt.Errorf("search parameters: %w", err)
 	}
+	if err := json.Unmarshal(customParametersJSON, &custom); err != nil {
+		return nil, fmt.Errorf("custom search parameters: %w", err)
+	}
+	bundle.Entry = append(bundle.Entry, custom.Entry...)
 	r := &Registry{byType: map[string]map[string]*Param{}, sorted: map[string][]*Param{}, types: map[string]bool{}}
 	for _, t := range resourceTypes {
 		r.types[t] = true

@@ -7,12 +7,28 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"fhirstore/fhirschema"
+	"fhirstore/search"
 )
 
 // capabilities serves the CapabilityStatement. It needs no token so that
 // clients can discover the server before they authenticate.
 func (s *Server) capabilities(c *gin.Context) {
 	writeJSON(c, http.StatusOK, s.capabilityStatement(baseURL(c)))
+}
+
+// capabilitySearchParams lists the search parameters of a type for the statement.
+func (s *Server) capabilitySearchParams(typ string) []map[string]string {
+	if s.cfg.Registry == nil {
+		return nil
+	}
+	var out []map[string]string
+	for _, p := range s.cfg.Registry.Params(typ) {
+		out = append(out, map[string]string{"name": p.Code, "type": p.Type})
+	}
+	for _, name := range search.Aliases(typ) {
+		out = append(out, map[string]string{"name": name, "type": "token", "documentation": "reverse chain: see _has"})
+	}
+	return out
 }
 
 // validateOperation advertises $validate on every type.
@@ -25,7 +41,7 @@ func (s *Server) capabilityStatement(base string) map[string]any {
 	}
 	var resources []map[string]any
 	for _, t := range fhirschema.ResourceTypes() {
-		resources = append(resources, map[string]any{
+		r := map[string]any{
 			"type":              t,
 			"profile":           "http://hl7.org/fhir/StructureDefinition/" + t,
 			"interaction":       interactions,
@@ -37,7 +53,12 @@ func (s *Server) capabilityStatement(base string) map[string]any {
 			"conditionalUpdate": false,
 			"conditionalDelete": "not-supported",
 			"operation":         validateOperation,
-		})
+		}
+		if params := s.capabilitySearchParams(t); len(params) > 0 {
+			r["interaction"] = append(interactions[:len(interactions):len(interactions)], map[string]string{"code": "search-type"})
+			r["searchParam"] = params
+		}
+		resources = append(resources, r)
 	}
 	return map[string]any{
 		"resourceType": "CapabilityStatement",

@@ -266,3 +266,35 @@ func TestSearchValuesAreDataNotOperators(t *testing.T) {
 		}
 	}
 }
+
+func TestReverseChainingWithHas(t *testing.T) {
+	e := searchEnv(t)
+	for _, body := range []string{
+		`{"resourceType":"EpisodeOfCare","status":"active","patient":{"reference":"Patient/p1"}}`,
+		`{"resourceType":"EpisodeOfCare","status":"finished","patient":{"reference":"Patient/p2"}}`,
+		`{"resourceType":"EpisodeOfCare","status":"active","patient":{"reference":"Patient/p3"}}`,
+	} {
+		e.create("EpisodeOfCare", body)
+	}
+	tests := []struct {
+		name, query string
+		want        []string
+	}{
+		{"_has selects patients an episode refers to", "Patient?_has:EpisodeOfCare:patient:status=active", []string{"p1", "p3"}},
+		{"episode-status is the same query", "Patient?episode-status=active", []string{"p1", "p3"}},
+		{"_has combines with other parameters", "Patient?episode-status=active&gender=male", []string{"p1"}},
+		{"_has over observations", "Patient?_has:Observation:subject:value-quantity=gt50", []string{"p2"}},
+		{"_has with no referring resource", "Patient?episode-status=cancelled", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := matchIDs(t, e.get("/"+tt.query))
+			slices.Sort(got)
+			if !slices.Equal(got, tt.want) && !(len(got) == 0 && len(tt.want) == 0) {
+				t.Fatalf("%s: got %v, want %v", tt.query, got, tt.want)
+			}
+		})
+	}
+	wantOutcome(t, e.get("/Patient?_has:EpisodeOfCare:status:status=active"), http.StatusBadRequest, "_has")
+	wantOutcome(t, e.get("/Patient?_has:EpisodeOfCare=active"), http.StatusBadRequest, "_has")
+}

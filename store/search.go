@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"slices"
+	"strings"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -36,7 +37,10 @@ func (s *Store) Search(ctx context.Context, tenant string, q *search.Query) (*Se
 		return nil, err
 	}
 	coll := s.tenantDB(tenant).Collection(q.Type)
-	base := bson.D{{Key: "$and", Value: bson.A{q.Filter(), bson.D{{Key: "deleted", Value: false}}}}}
+	base, err := s.searchFilter(ctx, tenant, q)
+	if err != nil {
+		return nil, err
+	}
 	keys := sortFields(q.Sort)
 	page := &SearchPage{Total: -1}
 	if q.Total != "none" {
@@ -68,6 +72,52 @@ func (s *Store) Search(ctx context.Context, tenant string, q *search.Query) (*Se
 		return nil, err
 	}
 	return fillSearchPage(page, q, keys, rows, cur)
+}
+
+// searchFilter is q's filter over current, undeleted rows, with each _has
+// resolved to the ids its resources refer to.
+func (s *Store) searchFilter(ctx context.Context, tenant string, q *search.Query) (bson.D, error) {
+	all := bson.A{q.Filter(), bson.D{{Key: "deleted", Value: false}}}
+	for _, h := range q.Has {
+		ids, err := s.referencedIDs(ctx, tenant, q.Type, h)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}})
+	}
+	return bson.D{{Key: "$and", Value: all}}, nil
+}
+
+// referencedIDs runs a _has query and returns the ids of typ its matches
+// refer to through h.Param.
+func (s *Store) referencedIDs(ctx context.Context, tenant, typ string, h *search.Has) ([]string, error) {
+	if err := s.checkType(h.Type); err != nil {
+		return nil, err
+	}
+	filter, err := s.searchFilter(ctx, tenant, h.Query)
+	if err != nil {
+		return nil, err
+	}
+	field := "idx." + h.Param
+	cur, err := s.tenantDB(tenant).Collection(h.Type).Find(ctx, filter, options.Find().SetProjection(bson.D{{Key: field, Value: 1}}))
+	if err != nil {
+		return nil, dbError("search _has "+h.Type, err)
+	}
+	defer cur.Close(ctx)
+	seen := map[string]bool{}
+	ids := []string{}
+	for cur.Next(ctx) {
+		refs, _ := cur.Current.Lookup("idx", h.Param).ArrayOK()
+		vals, _ := refs.Values()
+		for _, v := range vals {
+			ref, ok := v.StringValueOK()
+			if id, found := strings.CutPrefix(ref, typ+"/"); ok && found && !seen[id] {
+				seen[id] = true
+				ids = append(ids, id)
+			}
+		}
+	}
+	return ids, dbError("search _has "+h.Type, cur.Err())
 }
 
 // sortField is one key of the search order: a stored field and its direction.
