@@ -53,6 +53,8 @@ type Query struct {
 	// Has are reverse chains (_has): resources of another type that must
 	// refer to each match.
 	Has []*Has
+	// Ignored are the unknown parameters a lenient parse skipped.
+	Ignored []string
 }
 
 // Has is one _has condition: some Type resource matching Query refers to
@@ -71,8 +73,9 @@ var aliases = map[string]map[string]string{
 
 // ParseOptions tune parsing.
 type ParseOptions struct {
-	// Lenient ignores unknown parameters instead of rejecting them.
-	Lenient bool
+	// Strict rejects unknown parameters; by default they are ignored and
+	// listed in Query.Ignored (FHIR's lenient handling).
+	Strict bool
 }
 
 // resultParams are handled by the server, not turned into conditions.
@@ -85,7 +88,7 @@ var resultParams = map[string]bool{
 // explicitly rather than ignore.
 var unsupportedParams = map[string]string{
 	"_include": "_include is not supported yet", "_revinclude": "_revinclude is not supported yet",
-	"_contained": "_contained is not supported",
+	"_contained":     "_contained is not supported",
 	"_containedType": "_containedType is not supported", "_text": "_text is not supported",
 	"_content": "_content is not supported", "_list": "_list is not supported",
 	"_query": "_query is not supported", "_filter": "_filter is not supported",
@@ -124,7 +127,8 @@ func (r *Registry) Parse(resourceType string, params url.Values, opts ParseOptio
 		}
 		p, ok := r.Lookup(resourceType, code)
 		if !ok {
-			if opts.Lenient {
+			if !opts.Strict {
+				q.Ignored = append(q.Ignored, name)
 				continue
 			}
 			return nil, errorf(name, "unknown search parameter %q for %s", code, resourceType)

@@ -30,7 +30,7 @@ func (s *Server) searchType(c *gin.Context, typ string) {
 		s.notSupported(c, "search is not configured")
 		return
 	}
-	q, err := s.cfg.Registry.Parse(typ, params, search.ParseOptions{Lenient: prefer(c, "handling") == "lenient"})
+	q, err := s.cfg.Registry.Parse(typ, params, search.ParseOptions{Strict: prefer(c, "handling") == "strict"})
 	if err != nil {
 		s.abort(c, searchError(err))
 		return
@@ -108,6 +108,9 @@ type searchBundleBody struct {
 
 func searchBundle(c *gin.Context, typ string, params url.Values, q *search.Query, page *store.SearchPage) (*searchBundleBody, error) {
 	base := baseURL(c)
+	for _, name := range q.Ignored { // the links show the search that was run
+		params.Del(name)
+	}
 	b := &searchBundleBody{
 		ResourceType: "Bundle",
 		ID:           uuid.NewString(),
