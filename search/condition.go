@@ -380,12 +380,18 @@ func approximate(b bounds) (any, any) {
 	return b.lo, b.hi
 }
 
+// ucum is the unit system nearly every clinical quantity uses.
+const ucum = "http://unitsofmeasure.org"
+
+// unitCondition narrows by unit with equality only: for a code without a
+// system, the code without a system, the UCUM code, or the unit text; the
+// post-filter then accepts any system with that code.
 func unitCondition(field string, u *unitMatch) bson.E {
 	if u.system != "" {
 		return bson.E{Key: field + ".s", Value: u.system + "|" + u.code}
 	}
 	return bson.E{Key: "$or", Value: bson.A{
-		bson.D{{Key: field + ".s", Value: bson.Regex{Pattern: regexp.QuoteMeta("|"+u.code) + "$"}}},
+		bson.D{{Key: field + ".s", Value: bson.D{{Key: "$in", Value: bson.A{"|" + u.code, ucum + "|" + u.code}}}}},
 		bson.D{{Key: field + ".u", Value: u.code}},
 	}}
 }

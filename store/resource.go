@@ -267,6 +267,9 @@ func (s *Store) write(ctx context.Context, tenant string, in *prepared, id strin
 			return nil, err
 		}
 	}
+	if err := s.ensureSearchIndexes(ctx, tenant, in.typ); err != nil {
+		return nil, err
+	}
 	db := s.tenantDB(tenant)
 	h := historyDoc{Key: historyKey(in.typ, id, vid), Type: in.typ, ID: id, VID: vid, LastUpdated: ts, Method: method, Resource: raw, NumText: in.numText}
 	if _, err := db.Collection(historyCollection).InsertOne(ctx, h); err != nil {

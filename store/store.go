@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -84,6 +85,9 @@ type Options struct {
 	Validate Validator
 	// Registry, when set, extracts the search index of every stored version.
 	Registry *search.Registry
+	// EagerIndexTypes get their search indexes when a tenant is created;
+	// every other type gets them before its first document is written.
+	EagerIndexTypes []string
 	// Logger receives store diagnostics.
 	Logger *zap.Logger
 	// Now is the clock; tests may replace it.
@@ -98,6 +102,12 @@ type Store struct {
 	client *mongo.Client
 	opts   Options
 	log    *zap.Logger
+	// indexed remembers the "tenant/type" collections whose search
+	// indexes this process has ensured.
+	indexed sync.Map
+	// indexMu serializes index creation: the embedded engine fails when two
+	// clients create the same index at once.
+	indexMu sync.Mutex
 }
 
 // Open connects to the MongoDB at uri and checks it answers.

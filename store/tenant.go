@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -77,6 +78,7 @@ func (s *Store) CreateTenant(ctx context.Context, name string) error {
 	if err := s.tenantDB(name).Drop(ctx); err != nil {
 		return dbError("clear database of tenant "+name, err)
 	}
+	s.forgetIndexes(name)
 	_, err = s.systemDB().Collection("tenants").InsertOne(ctx, Tenant{Name: name, CreatedAt: s.opts.Now().UTC()})
 	if mongo.IsDuplicateKeyError(err) {
 		return fmt.Errorf("create tenant %s: %w", name, ErrTenantExists)
@@ -139,6 +141,7 @@ func (s *Store) DeleteTenant(ctx context.Context, name string) error {
 	if err := s.tenantDB(name).Drop(ctx); err != nil {
 		return dbError("drop database of tenant "+name, err)
 	}
+	s.forgetIndexes(name)
 	return nil
 }
 
@@ -177,6 +180,11 @@ func (s *Store) ensureTenantIndexes(ctx context.Context, name string) error {
 	if _, err := iv.CreateMany(ctx, models); err != nil {
 		return dbError("create history indexes of tenant "+name, err)
 	}
+	for _, typ := range s.opts.EagerIndexTypes {
+		if err := s.ensureSearchIndexes(ctx, name, typ); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -206,4 +214,66 @@ func (s *Store) Owner(ctx context.Context) (string, error) {
 		return "", nil
 	}
 	return doc.Token, dbError("read database owner", err)
+}
+
+// ensureSearchIndexes creates the missing indexes on the search fields of a
+// type's collection, once per process and collection.
+func (s *Store) ensureSearchIndexes(ctx context.Context, tenant, typ string) error {
+	key := tenant + "/" + typ
+	if s.opts.Registry == nil {
+		return nil
+	}
+	if _, done := s.indexed.Load(key); done {
+		return nil
+	}
+	s.indexMu.Lock()
+	defer s.indexMu.Unlock()
+	if _, done := s.indexed.Load(key); done {
+		return nil
+	}
+	iv := s.tenantDB(tenant).Collection(typ).Indexes()
+	specs, err := iv.ListSpecifications(ctx)
+	if err != nil && !isNamespaceNotFound(err) {
+		return dbError("list search indexes of "+key, err)
+	}
+	have := map[string]bool{}
+	for _, sp := range specs {
+		have[sp.Name] = true
+	}
+	var models []mongo.IndexModel
+	for _, field := range s.opts.Registry.IndexFields(typ) {
+		if name := field + "_1"; !have[name] {
+			models = append(models, mongo.IndexModel{Keys: bson.D{{Key: field, Value: 1}}, Options: options.Index().SetName(name)})
+		}
+	}
+	if len(models) > 0 {
+		if _, err := iv.CreateMany(ctx, models); err != nil {
+			return dbError("create search indexes of "+key, err)
+		}
+	}
+	s.indexed.Store(key, true)
+	return nil
+}
+
+// forgetIndexes drops what this process remembers of a tenant's indexes.
+func (s *Store) forgetIndexes(tenant string) {
+	s.indexed.Range(func(k, _ any) bool {
+		if strings.HasPrefix(k.(string), tenant+"/") {
+			s.indexed.Delete(k)
+		}
+		return true
+	})
+}
+
+// IndexNames lists the names of the indexes of a type's collection.
+func (s *Store) IndexNames(ctx context.Context, tenant, typ string) ([]string, error) {
+	specs, err := s.tenantDB(tenant).Collection(typ).Indexes().ListSpecifications(ctx)
+	if err != nil && !isNamespaceNotFound(err) {
+		return nil, dbError("list indexes of "+tenant+"/"+typ, err)
+	}
+	names := make([]string, 0, len(specs))
+	for _, sp := range specs {
+		names = append(names, sp.Name)
+	}
+	return names, nil
 }

@@ -34,12 +34,13 @@ type database struct {
 // when share is true, refused when it is false).
 // storeOptions are what a server adds to the store: validation and indexing.
 type storeOptions struct {
-	validate store.Validator
-	registry *search.Registry
+	validate        store.Validator
+	registry        *search.Registry
+	eagerIndexTypes []string
 }
 
 func openDatabase(ctx context.Context, uri, dataDir string, share bool, so storeOptions, logger *zap.Logger) (*database, error) {
-	opts := store.Options{ResourceTypes: fhirschema.IsResourceType, Validate: so.validate, Registry: so.registry, Logger: logger}
+	opts := store.Options{ResourceTypes: fhirschema.IsResourceType, Validate: so.validate, Registry: so.registry, EagerIndexTypes: so.eagerIndexTypes, Logger: logger}
 	if uri != "" {
 		st, err := store.Open(ctx, uri, opts)
 		if err != nil {

@@ -21,6 +21,10 @@ import (
 	"fhirstore/store"
 )
 
+// specTypes are the resource types of the service contract: their search
+// indexes exist from the moment a tenant is created.
+var specTypes = []string{"Patient", "QuestionnaireResponse", "Practitioner", "EpisodeOfCare", "DiagnosticReport", "CarePlan", "List", "Questionnaire"}
+
 var serveFlags = []string{"addr", "data-dir", "base-domain", "default-tenant", "mongodb-uri", "max-body-bytes", "log-level", "shutdown-timeout"}
 
 // serve runs the server until ctx is cancelled (SIGINT or SIGTERM).
@@ -66,7 +70,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	db, err := openDatabase(ctx, cfg.str("mongodb-uri"), dataDir, false, storeOptions{validate: server.StoreValidator(validator), registry: registry}, logger)
+	db, err := openDatabase(ctx, cfg.str("mongodb-uri"), dataDir, false, storeOptions{validate: server.StoreValidator(validator), registry: registry, eagerIndexTypes: specTypes}, logger)
 	if err != nil {
 		return err
 	}

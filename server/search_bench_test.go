@@ -1,0 +1,285 @@
+package server_test
+
+// Search benchmarks: each query through the real server over HTTP, next to
+// the MongoDB driver running the same filter, sort and limit on the same
+// collection, so the figures separate the database's work from the
+// server's. Figures and commands: docs/performance.md, section "Search".
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"fhirstore/search"
+	"fhirstore/store"
+	"fhirstore/store/document"
+)
+
+// envBenchLarge switches the search benchmarks from 1,000 to 10,000 Patients.
+const envBenchLarge = "FHIRSTORE_BENCH_LARGE"
+
+// searchBenchSize is the number of Patients the search benchmarks store.
+func searchBenchSize() int {
+	if os.Getenv(envBenchLarge) == "1" {
+		return 10_000
+	}
+	return 1_000
+}
+
+// Seed data: family names are one of 100 (syllable pairs), so a prefix that
+// picks one family matches 1% of the Patients; no given name shares it.
+var (
+	benchFamilyHeads = []string{"Bar", "Cor", "Dal", "Fen", "Gar", "Hol", "Kin", "Lam", "Mor", "Nas"}
+	benchFamilyTails = []string{"ton", "ley", "wick", "field", "berg", "son", "man", "ford", "well", "by"}
+	benchGivenNames  = []string{"Anna", "Ben", "Clara", "David", "Emma", "Felix", "Grace", "Henry", "Iris", "Jonas",
+		"Karen", "Leo", "Maria", "Noah", "Olga", "Paul", "Rosa", "Sam", "Tara", "Victor"}
+	benchGenders    = []string{"female", "male", "other", "unknown"}
+	benchBirthFirst = time.Date(1930, 1, 1, 0, 0, 0, 0, time.UTC)
+	benchBirthDays  = int(time.Date(2020, 12, 31, 0, 0, 0, 0, time.UTC).Sub(benchBirthFirst)/(24*time.Hour)) + 1
+)
+
+// benchSearchPatient is the i-th seed Patient (about 650 bytes) and its birth date.
+func benchSearchPatient(i int) (string, time.Time) {
+	f := (i * 37) % 100 // a permutation of 0..99 over every 100 consecutive i
+	family := benchFamilyHeads[f%10] + benchFamilyTails[f/10]
+	birth := benchBirthFirst.AddDate(0, 0, (i*7919)%benchBirthDays) // 7919 is prime to the day count: spread evenly
+	body := fmt.Sprintf(`{"resourceType":"Patient","active":true,`+
+		`"identifier":[{"system":"urn:mrn","value":"MRN-%d"}],`+
+		`"name":[{"use":"official","family":%q,"given":[%q,%q]}],`+
+		`"telecom":[{"system":"phone","value":"(03) 5555 %04d","use":"home"}],`+
+		`"gender":%q,"birthDate":%q,`+
+		`"address":[{"use":"home","line":["%d Erewhon St"],"city":"PleasantVille","state":"Vic","postalCode":"3999"}]}`,
+		i, family, benchGivenNames[i%len(benchGivenNames)], benchGivenNames[(i/len(benchGivenNames)+3)%len(benchGivenNames)],
+		i%10000, benchGenders[i%len(benchGenders)], birth.Format(time.DateOnly), i)
+	return body, birth
+}
+
+// searchBenchCase is one query and what it must find.
+type searchBenchCase struct {
+	name   string
+	params url.Values
+	total  int // matches across pages
+	page   int // entries on the first page
+}
+
+// seedSearchPatients stores n seed Patients directly through the store
+// (several writers at once: the embedded engine spends most of a write in
+// this process) and returns the queries with their expected results. The
+// first Patient is written alone: it creates the collection and its indexes.
+func seedSearchPatients(b *testing.B, e *env, n int) []searchBenchCase {
+	b.Helper()
+	create := func(i int) error {
+		body, _ := benchSearchPatient(i)
+		if _, err := e.store.Create(context.Background(), e.tenant, "Patient", []byte(body), store.WriteOptions{}); err != nil {
+			return fmt.Errorf("seed Patient %d: %w", i, err)
+		}
+		return nil
+	}
+	if err := create(0); err != nil {
+		b.Fatal(err)
+	}
+	const writers = 4
+	errs := make(chan error, writers)
+	for w := 0; w < writers; w++ {
+		go func() {
+			for i := 1 + w; i < n; i += writers {
+				if err := create(i); err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for w := 0; w < writers; w++ {
+		if err := <-errs; err != nil {
+			b.Fatal(err)
+		}
+	}
+	since := time.Date(2015, 1, 1, 0, 0, 0, 0, time.UTC)
+	recent := 0
+	for i := 0; i < n; i++ {
+		if _, birth := benchSearchPatient(i); !birth.Before(since) {
+			recent++
+		}
+	}
+	page := func(total, count int) int { return min(total, count) }
+	return []searchBenchCase{
+		{"name", url.Values{"name": {"Bart"}}, n / 100, page(n/100, search.DefaultCount)},
+		{"birthdate", url.Values{"birthdate": {"ge2015-01-01"}}, recent, page(recent, search.DefaultCount)},
+		{"identifier", url.Values{"identifier": {"urn:mrn|MRN-" + strconv.Itoa(n/2+7)}}, 1, 1},
+		{"sort", url.Values{"_sort": {"-birthdate"}, "_count": {"100"}}, n, page(n, 100)},
+	}
+}
+
+// rawSearchRow mirrors the row the store decodes for each match, so the raw
+// benchmarks decode the same documents into the same shape.
+type rawSearchRow struct {
+	ID          string             `bson:"_id"`
+	VID         int                `bson:"vid"`
+	LastUpdated time.Time          `bson:"lastUpdated"`
+	Deleted     bool               `bson:"deleted"`
+	Method      string             `bson:"method,omitempty"`
+	Resource    bson.Raw           `bson:"resource,omitempty"`
+	NumText     []document.NumText `bson:"numText,omitempty"`
+	Idx         bson.Raw           `bson:"idx,omitempty"`
+	Sort        bson.Raw           `bson:"sort,omitempty"`
+}
+
+// rawSearch is the database work of a first search page as store.Search
+// builds it: the filter over current rows, the order (the _sort keys, then
+// lastUpdated and _id) and the limit (one more than the page, to know
+// whether there is a next page).
+type rawSearch struct {
+	filter bson.D
+	find   *options.FindOptionsBuilder
+}
+
+func newRawSearch(b *testing.B, params url.Values) rawSearch {
+	b.Helper()
+	q, err := db.Registry().Parse("Patient", params, search.ParseOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if q.PostFilter != nil || len(q.Has) > 0 {
+		b.Fatalf("%v: the raw query does not reproduce post-filters or _has", params)
+	}
+	order := bson.D{}
+	for _, k := range q.Sort {
+		if k.Descending {
+			order = append(order, bson.E{Key: "sort." + k.Param + ".d", Value: -1})
+		} else {
+			order = append(order, bson.E{Key: "sort." + k.Param + ".a", Value: 1})
+		}
+	}
+	order = append(order, bson.E{Key: "lastUpdated", Value: 1}, bson.E{Key: "_id", Value: 1})
+	return rawSearch{
+		filter: bson.D{{Key: "$and", Value: bson.A{q.Filter(), bson.D{{Key: "deleted", Value: false}}}}},
+		find:   options.Find().SetSort(order).SetLimit(int64(q.Count + 1)),
+	}
+}
+
+func (r rawSearch) rows(ctx context.Context, coll *mongo.Collection) ([]*rawSearchRow, error) {
+	cur, err := coll.Find(ctx, r.filter, r.find)
+	if err != nil {
+		return nil, err
+	}
+	var rows []*rawSearchRow
+	err = cur.All(ctx, &rows)
+	return rows, err
+}
+
+// BenchmarkSearch runs each query three ways on one tenant of
+// searchBenchSize() Patients:
+//
+//	http        GET /fhir/r4/Patient?<query> through the real server (token,
+//	            tenant host, middleware, count, find, Bundle rendering)
+//	find        the driver's Find with the filter, sort and limit the server
+//	            generates, decoding the rows the server decodes
+//	count+find  CountDocuments then that Find: the database work of the
+//	            http case, which also counts the total
+func BenchmarkSearch(b *testing.B) {
+	n := searchBenchSize()
+	e := newEnv(b)
+	start := time.Now()
+	cases := seedSearchPatients(b, e, n)
+	b.Logf("seeded %d Patients in %v", n, time.Since(start).Round(time.Millisecond))
+
+	ctx := context.Background()
+	client, err := mongo.Connect(options.Client().ApplyURI(db.URI))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = client.Disconnect(context.Background()) })
+	coll := client.Database(db.Options().DatabasePrefix + e.tenant).Collection("Patient")
+
+	for _, c := range cases {
+		path := "/Patient?" + c.params.Encode()
+		raw := newRawSearch(b, c.params)
+		want := checkSearchBench(b, e, path, c)
+		rows, err := raw.rows(ctx, coll)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if got := rowIDs(rows, c.page); !slices.Equal(got, want) {
+			b.Fatalf("%s: the raw query reads %v, the server returned %v", c.name, got, want)
+		}
+
+		prefix := fmt.Sprintf("n=%d/%s/", n, c.name)
+		b.Run(prefix+"http", func(b *testing.B) {
+			se := *e
+			se.t = b
+			b.ReportAllocs()
+			for b.Loop() {
+				if r := se.get(path); r.Status != http.StatusOK {
+					b.Fatalf("GET %s: %d %s", path, r.Status, r.Body)
+				}
+			}
+		})
+		b.Run(prefix+"find", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := raw.rows(ctx, coll); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(prefix+"count+find", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := coll.CountDocuments(ctx, raw.filter); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := raw.rows(ctx, coll); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// checkSearchBench runs the search once over HTTP, checks the total and the
+// page size, and returns the ids of the page in order.
+func checkSearchBench(b *testing.B, e *env, path string, c searchBenchCase) []string {
+	b.Helper()
+	r := e.get(path)
+	if r.Status != http.StatusOK {
+		b.Fatalf("GET %s: %d %s", path, r.Status, r.Body)
+	}
+	bundle := r.JSON(b)
+	if total := fmt.Sprint(bundle["total"]); total != strconv.Itoa(c.total) {
+		b.Fatalf("GET %s: total %s, want %d", path, total, c.total)
+	}
+	entries, _ := bundle["entry"].([]any)
+	if len(entries) != c.page {
+		b.Fatalf("GET %s: %d entries, want %d", path, len(entries), c.page)
+	}
+	ids := make([]string, len(entries))
+	for i, en := range entries {
+		ids[i], _ = en.(map[string]any)["resource"].(map[string]any)["id"].(string)
+	}
+	return ids
+}
+
+// rowIDs are the ids of the first page of rows (the extra row only tells
+// that there is a next page).
+func rowIDs(rows []*rawSearchRow, page int) []string {
+	var ids []string
+	for i, r := range rows {
+		if i == page {
+			break
+		}
+		ids = append(ids, r.ID)
+	}
+	return ids
+}
