@@ -24,6 +24,7 @@ type Param struct {
 	Code, Type                         string
 	Base, Target, Modifier, Comparator []string
 	Expression                         string // the official one
+	Description                        string
 
 	expr *fhirpath.Expr // the branches of Expression for this type; nil for Resource-level parameters
 }
@@ -50,13 +51,14 @@ var resourceLevel = map[string]bool{
 }
 
 type definition struct {
-	Code       string   `json:"code"`
-	Type       string   `json:"type"`
-	Base       []string `json:"base"`
-	Target     []string `json:"target"`
-	Modifier   []string `json:"modifier"`
-	Comparator []string `json:"comparator"`
-	Expression string   `json:"expression"`
+	Code        string   `json:"code"`
+	Type        string   `json:"type"`
+	Base        []string `json:"base"`
+	Target      []string `json:"target"`
+	Modifier    []string `json:"modifier"`
+	Comparator  []string `json:"comparator"`
+	Expression  string   `json:"expression"`
+	Description string   `json:"description"`
 }
 
 // NewRegistry parses the embedded R4 definitions and compiles their
@@ -107,7 +109,7 @@ func (r *Registry) add(d definition, compiled map[string]*fhirpath.Expr) error {
 		return nil
 	}
 	p := Param{Code: d.Code, Type: d.Type, Base: d.Base, Target: d.Target, Modifier: d.Modifier,
-		Comparator: d.Comparator, Expression: d.Expression}
+		Comparator: d.Comparator, Expression: d.Expression, Description: d.Description}
 	if len(d.Base) == 1 && (d.Base[0] == "Resource" || d.Base[0] == "DomainResource") {
 		if !resourceLevel[d.Code] {
 			return fmt.Errorf("search parameter %s: Resource-level parameter without extraction", d.Code)

@@ -23,7 +23,11 @@ func (s *Server) capabilitySearchParams(typ string) []map[string]string {
 	}
 	var out []map[string]string
 	for _, p := range s.cfg.Registry.Params(typ) {
-		out = append(out, map[string]string{"name": p.Code, "type": p.Type})
+		param := map[string]string{"name": p.Code, "type": p.Type}
+		if p.Description != "" {
+			param["documentation"] = p.Description
+		}
+		out = append(out, param)
 	}
 	for _, name := range search.Aliases(typ) {
 		out = append(out, map[string]string{"name": name, "type": "token", "documentation": "reverse chain: see _has"})

@@ -1,0 +1,63 @@
+package server_test
+
+import (
+	"net/http"
+	"net/url"
+	"testing"
+)
+
+// specTypes are the resource types of the service contract.
+var specTypes = []string{"Patient", "QuestionnaireResponse", "Practitioner", "EpisodeOfCare", "DiagnosticReport", "CarePlan", "List", "Questionnaire"}
+
+// sampleValue is a well-formed value for a parameter type.
+var sampleValue = map[string]string{
+	"string": "a", "token": "x", "reference": "Patient/x", "date": "ge2020-01-01",
+	"number": "1", "quantity": "1", "uri": "http://example.org/x",
+}
+
+// TestEverySearchParameterTheStatementDeclaresWorks reads /metadata and runs
+// one search with each parameter it declares for the contract's types.
+func TestEverySearchParameterTheStatementDeclaresWorks(t *testing.T) {
+	e := newEnv(t)
+	r := e.get("/metadata")
+	if r.Status != http.StatusOK {
+		t.Fatalf("metadata: %d", r.Status)
+	}
+	cs := r.JSON(t)
+	if cs["fhirVersion"] != "4.0.1" {
+		t.Fatalf("fhirVersion %v", cs["fhirVersion"])
+	}
+	declared := map[string][]map[string]any{}
+	for _, res := range cs["rest"].([]any)[0].(map[string]any)["resource"].([]any) {
+		m := res.(map[string]any)
+		for _, sp := range asList(m["searchParam"]) {
+			declared[m["type"].(string)] = append(declared[m["type"].(string)], sp.(map[string]any))
+		}
+	}
+	for _, typ := range specTypes {
+		if len(declared[typ]) == 0 {
+			t.Fatalf("%s declares no search parameters", typ)
+		}
+		for _, sp := range declared[typ] {
+			name, ptype := sp["name"].(string), sp["type"].(string)
+			value, ok := sampleValue[ptype]
+			if !ok {
+				t.Errorf("%s.%s has type %s, which cannot be searched", typ, name, ptype)
+				continue
+			}
+			if sp["documentation"] == nil {
+				t.Errorf("%s.%s has no documentation", typ, name)
+			}
+			q := url.Values{name: {value}}.Encode()
+			resp := e.do(request{Method: http.MethodGet, Path: "/" + typ + "?" + q, Header: map[string]string{"Prefer": "handling=strict"}})
+			if resp.Status != http.StatusOK {
+				t.Errorf("%s?%s: %d %s", typ, q, resp.Status, resp.Body)
+			}
+		}
+	}
+}
+
+func asList(v any) []any {
+	l, _ := v.([]any)
+	return l
+}
