@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"fhirstore/fhirschema"
 	"fhirstore/search"
 	"fhirstore/store"
 	"fhirstore/store/document"
@@ -33,10 +34,6 @@ func (s *Server) searchType(c *gin.Context, typ string) {
 	q, err := s.cfg.Registry.Parse(typ, params, search.ParseOptions{Strict: prefer(c, "handling") == "strict"})
 	if err != nil {
 		s.abort(c, searchError(err))
-		return
-	}
-	if q.Summary == "true" {
-		s.abort(c, fail(http.StatusBadRequest, "not-supported", "_summary=true is not supported; use _elements, _summary=text, data or count", "_summary"))
 		return
 	}
 	page, err := s.store.Search(c.Request.Context(), c.GetString(tenantKey), q)
@@ -128,7 +125,7 @@ func searchBundle(c *gin.Context, typ string, params url.Values, q *search.Query
 		b.Link = append(b.Link, bundleLink{Relation: "previous", URL: searchURL(base, typ, params, page.Previous)})
 	}
 	for _, r := range page.Entries {
-		body, err := subset(r.JSON, q)
+		body, err := subset(r.Type, r.JSON, q)
 		if err != nil {
 			return nil, err
 		}
@@ -165,11 +162,13 @@ var subsetTag = bson.D{{Key: "system", Value: "http://terminology.hl7.org/CodeSy
 // alwaysKept are returned whatever _elements or _summary select.
 var alwaysKept = []string{"resourceType", "id", "meta"}
 
-// subset applies _elements and _summary=text|data to a resource, keeping
-// its key order and number text.
-func subset(resourceJSON []byte, q *search.Query) ([]byte, error) {
+// subset applies _elements and _summary=true|text|data to a resource,
+// keeping its key order and number text.
+func subset(typ string, resourceJSON []byte, q *search.Query) ([]byte, error) {
 	var keep func(key string) bool
 	switch {
+	case q.Summary == "true":
+		keep = func(k string) bool { return slices.Contains(alwaysKept, k) || fhirschema.IsSummaryElement(typ, k) }
 	case len(q.Elements) > 0:
 		keep = func(k string) bool { return slices.Contains(alwaysKept, k) || slices.Contains(q.Elements, k) }
 	case q.Summary == "text":

@@ -220,6 +220,29 @@ func TestSearchResultControls(t *testing.T) {
 			t.Fatalf("%s", r.Body)
 		}
 	})
+	t.Run("_summary=true keeps the summary elements", func(t *testing.T) {
+		r := e.get("/Patient?_id=p1&_summary=true")
+		res := r.JSON(t)["entry"].([]any)[0].(map[string]any)["resource"].(map[string]any)
+		for _, k := range []string{"name", "gender", "birthDate", "identifier", "active", "address", "managingOrganization"} {
+			if res[k] == nil {
+				t.Errorf("summary lacks %s: %s", k, r.Body)
+			}
+		}
+		if res["telecom"] == nil || !strings.Contains(string(r.Body), "SUBSETTED") {
+			t.Fatalf("%s", r.Body)
+		}
+		o := e.get("/Observation?_id=o1&_summary=true").JSON(t)["entry"].([]any)[0].(map[string]any)["resource"].(map[string]any)
+		if o["valueQuantity"] == nil || o["effectiveDateTime"] == nil || o["status"] == nil {
+			t.Fatalf("Observation summary lacks choice elements: %v", o)
+		}
+	})
+	t.Run("_summary=text keeps the narrative only", func(t *testing.T) {
+		r := e.get("/Patient?_id=p1&_summary=text")
+		res := r.JSON(t)["entry"].([]any)[0].(map[string]any)["resource"].(map[string]any)
+		if res["name"] != nil || res["id"] != "p1" {
+			t.Fatalf("%s", r.Body)
+		}
+	})
 	t.Run("POST _search takes form parameters", func(t *testing.T) {
 		r := e.do(request{Method: http.MethodPost, Path: "/Patient/_search", Body: "family=smith",
 			Header: map[string]string{"Content-Type": "application/x-www-form-urlencoded"}})
