@@ -55,7 +55,37 @@ type Query struct {
 	Has []*Has
 	// Ignored are the unknown parameters a lenient parse skipped.
 	Ignored []string
+	// Chains are chained parameters: the reference must point at a
+	// resource matching another search.
+	Chains []*Chain
+	// Includes and Revincludes add referenced and referring resources.
+	Includes, Revincludes []*Include
 }
+
+// Chain is one chained parameter: the reference parameter Param must point
+// at a resource of one of the targets' types matching its query.
+type Chain struct {
+	Param   string
+	Targets []*ChainTarget
+}
+
+// ChainTarget is a type a chain may lead to, with the search it must match.
+type ChainTarget struct {
+	Type  string
+	Query *Query
+}
+
+// Include is one _include or _revinclude: resources of Source refer through
+// their reference parameter Param to resources of Targets.
+type Include struct {
+	Source  string
+	Param   string
+	Targets []string
+	Iterate bool
+}
+
+// MaxChainDepth bounds chained parameters (subject.organization.name is 2).
+const MaxChainDepth = 2
 
 // Has is one _has condition: some Type resource matching Query refers to
 // the match through its reference parameter Param.
@@ -87,7 +117,6 @@ var resultParams = map[string]bool{
 // unsupportedParams are parts of the FHIR grammar this server refuses
 // explicitly rather than ignore.
 var unsupportedParams = map[string]string{
-	"_include": "_include is not supported yet", "_revinclude": "_revinclude is not supported yet",
 	"_contained":     "_contained is not supported",
 	"_containedType": "_containedType is not supported", "_text": "_text is not supported",
 	"_content": "_content is not supported", "_list": "_list is not supported",
@@ -122,8 +151,19 @@ func (r *Registry) Parse(resourceType string, params url.Values, opts ParseOptio
 		if msg, ok := unsupportedParams[code]; ok {
 			return nil, errorf(name, "%s", msg)
 		}
-		if strings.Contains(code, ".") || strings.Contains(modifier, ".") {
-			return nil, errorf(name, "chained parameters are not supported yet")
+		if strings.Contains(name, ".") {
+			ch, err := r.parseChain(resourceType, name, values)
+			if err != nil {
+				return nil, err
+			}
+			q.Chains = append(q.Chains, ch)
+			continue
+		}
+		if code == "_include" || code == "_revinclude" {
+			if err := r.parseInclude(q, name, modifier, values); err != nil {
+				return nil, err
+			}
+			continue
 		}
 		p, ok := r.Lookup(resourceType, code)
 		if !ok {
@@ -155,6 +195,92 @@ func (r *Registry) Parse(resourceType string, params url.Values, opts ParseOptio
 		}
 	}
 	return q, nil
+}
+
+// parseChain reads ref[:Type].param=value (param may chain again).
+func (r *Registry) parseChain(resourceType, name string, values []string) (*Chain, error) {
+	if strings.Count(name, ".") > MaxChainDepth {
+		return nil, errorf(name, "chains are limited to %d levels", MaxChainDepth)
+	}
+	head, rest, _ := strings.Cut(name, ".")
+	code, typ, _ := strings.Cut(head, ":")
+	p, ok := r.Lookup(resourceType, code)
+	switch {
+	case !ok:
+		return nil, errorf(name, "unknown search parameter %q for %s", code, resourceType)
+	case p.Type != "reference":
+		return nil, errorf(name, "%q is a %s parameter; only reference parameters can be chained", code, p.Type)
+	}
+	targets := p.Target
+	if typ != "" {
+		targets = []string{typ}
+	}
+	restCode, _, _ := strings.Cut(strings.SplitN(rest, ".", 2)[0], ":")
+	ch := &Chain{Param: code}
+	for _, t := range targets {
+		if _, ok := r.Lookup(t, restCode); !ok {
+			continue
+		}
+		sub, err := r.Parse(t, url.Values{rest: values}, ParseOptions{Strict: true})
+		if err != nil {
+			return nil, errorf(name, "%v", err)
+		}
+		ch.Targets = append(ch.Targets, &ChainTarget{Type: t, Query: sub})
+	}
+	if len(ch.Targets) == 0 {
+		return nil, errorf(name, "no resource type %s can refer to has a parameter %q", code, restCode)
+	}
+	return ch, nil
+}
+
+// parseInclude reads _include and _revinclude values: Type:param[:target],
+// or * for every reference parameter; the :iterate modifier applies them to
+// included resources too.
+func (r *Registry) parseInclude(q *Query, name, modifier string, values []string) error {
+	if modifier != "" && modifier != "iterate" && modifier != "recurse" {
+		return errorf(name, "the :%s modifier is not supported", modifier)
+	}
+	rev := strings.HasPrefix(name, "_revinclude")
+	for _, v := range values {
+		incs, err := r.includeSpec(q.Type, v, rev, modifier != "")
+		if err != nil {
+			return errorf(name, "%v", err)
+		}
+		if rev {
+			q.Revincludes = append(q.Revincludes, incs...)
+		} else {
+			q.Includes = append(q.Includes, incs...)
+		}
+	}
+	return nil
+}
+
+func (r *Registry) includeSpec(searched, v string, rev, iterate bool) ([]*Include, error) {
+	if v == "*" && !rev {
+		var out []*Include
+		for _, p := range r.Params(searched) {
+			if p.Type == "reference" {
+				out = append(out, &Include{Source: searched, Param: p.Code, Targets: p.Target, Iterate: iterate})
+			}
+		}
+		return out, nil
+	}
+	parts := strings.Split(v, ":")
+	if len(parts) < 2 || len(parts) > 3 {
+		return nil, fmt.Errorf("%q is not Type:parameter or Type:parameter:targetType", v)
+	}
+	p, ok := r.Lookup(parts[0], parts[1])
+	if !ok || p.Type != "reference" {
+		return nil, fmt.Errorf("%q is not a reference parameter of %s", parts[1], parts[0])
+	}
+	if !rev && !iterate && parts[0] != searched {
+		return nil, fmt.Errorf("_include of %s needs :iterate when searching %s", parts[0], searched)
+	}
+	targets := p.Target
+	if len(parts) == 3 {
+		targets = []string{parts[2]}
+	}
+	return []*Include{{Source: parts[0], Param: p.Code, Targets: targets, Iterate: iterate}}, nil
 }
 
 // Aliases lists the alias parameters of a resource type (see aliases).

@@ -41,12 +41,22 @@ func (s *Server) searchType(c *gin.Context, typ string) {
 		s.abort(c, searchError(err))
 		return
 	}
+	page.Included = slices.DeleteFunc(page.Included, func(r *store.Resource) bool { return !mayRead(c, r.Type) })
 	b, err := searchBundle(c, typ, params, q, page)
 	if err != nil {
 		s.abort(c, err)
 		return
 	}
 	writeJSON(c, http.StatusOK, b)
+}
+
+// mayRead tells whether the caller may read resources of a type. Every
+// authenticated caller may read everything until scopes are enforced; the
+// includes and compartments already ask, so nothing outside a caller's
+// scopes will be added to a Bundle once they are.
+func mayRead(c *gin.Context, resourceType string) bool {
+	_, ok := CallerFrom(c.Request.Context())
+	return ok && resourceType != ""
 }
 
 // searchParams are the URL's parameters plus, for POST _search, the form body's.
@@ -124,18 +134,29 @@ func searchBundle(c *gin.Context, typ string, params url.Values, q *search.Query
 	if page.Previous != "" {
 		b.Link = append(b.Link, bundleLink{Relation: "previous", URL: searchURL(base, typ, params, page.Previous)})
 	}
-	for _, r := range page.Entries {
+	if err := b.add(base, q, page.Entries, "match"); err != nil {
+		return nil, err
+	}
+	if err := b.add(base, q, page.Included, "include"); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// add appends resources as entries of the given search mode.
+func (b *searchBundleBody) add(base string, q *search.Query, resources []*store.Resource, mode string) error {
+	for _, r := range resources {
 		body, err := subset(r.Type, r.JSON, q)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		b.Entry = append(b.Entry, searchEntry{
 			FullURL:  base + "/" + r.Type + "/" + r.ID,
 			Resource: body,
-			Search:   map[string]string{"mode": "match"},
+			Search:   map[string]string{"mode": mode},
 		})
 	}
-	return b, nil
+	return nil
 }
 
 // searchURL is the GET form of the search with the paging cursor replaced.

@@ -63,8 +63,11 @@ func matchIDs(t *testing.T, r *response) []string {
 	ids := []string{}
 	entries, _ := b["entry"].([]any)
 	for _, e := range entries {
-		res := e.(map[string]any)["resource"].(map[string]any)
-		ids = append(ids, res["id"].(string))
+		m := e.(map[string]any)
+		if mode, _ := m["search"].(map[string]any)["mode"].(string); mode == "include" {
+			continue
+		}
+		ids = append(ids, m["resource"].(map[string]any)["id"].(string))
 	}
 	return ids
 }

@@ -134,14 +134,17 @@ var fhirRoutes = map[string]map[string]route{
 		http.MethodPut:    func(s *Server, c *gin.Context, g []string) { s.update(c, g[0], g[1]) },
 		http.MethodDelete: func(s *Server, c *gin.Context, g []string) { s.delete(c, g[0], g[1]) },
 	},
-	"T/$validate":    {http.MethodPost: func(s *Server, c *gin.Context, g []string) { s.validateOp(c, g[0], "") }},
-	"T/I/$validate":  {http.MethodPost: func(s *Server, c *gin.Context, g []string) { s.validateOp(c, g[0], g[1]) }},
-	"T/I/_history":   {http.MethodGet: func(s *Server, c *gin.Context, g []string) { s.history(c, g[0], g[1]) }},
-	"T/I/_history/V": {http.MethodGet: func(s *Server, c *gin.Context, g []string) { s.vread(c, g[0], g[1], g[3]) }},
+	"T/$validate":     {http.MethodPost: func(s *Server, c *gin.Context, g []string) { s.validateOp(c, g[0], "") }},
+	"T/I/$validate":   {http.MethodPost: func(s *Server, c *gin.Context, g []string) { s.validateOp(c, g[0], g[1]) }},
+	"T/I/_history":    {http.MethodGet: func(s *Server, c *gin.Context, g []string) { s.history(c, g[0], g[1]) }},
+	"T/I/_history/V":  {http.MethodGet: func(s *Server, c *gin.Context, g []string) { s.vread(c, g[0], g[1], g[3]) }},
+	"T/I/T2":          {http.MethodGet: func(s *Server, c *gin.Context, g []string) { s.compartmentSearch(c, g[0], g[1], g[2]) }},
+	"T/I/$everything": {http.MethodGet: func(s *Server, c *gin.Context, g []string) { s.everything(c, g[0], g[1]) }},
 }
 
 // shapeOf names the shape of a FHIR path: T for a type, I for an id, V for
-// a version, literal _history kept.
+// a version, T2 for a type after an id (compartment search), literal
+// _history, _search, $validate and $everything kept.
 func shapeOf(segs []string) string {
 	shape := make([]string, len(segs))
 	for i, seg := range segs {
@@ -152,6 +155,10 @@ func shapeOf(segs []string) string {
 			shape[i] = seg
 		case seg == "$validate" && (i == 1 || i == 2) && i == len(segs)-1:
 			shape[i] = seg
+		case seg == "$everything" && i == 2 && len(segs) == 3:
+			shape[i] = seg
+		case i == 2 && len(segs) == 3:
+			shape[i] = "T2"
 		case i == 0:
 			shape[i] = "T"
 		case i == 1:

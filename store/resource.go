@@ -33,6 +33,8 @@ type Resource struct {
 	JSON []byte
 	// Warnings are non-fatal validation issues of the write that produced it.
 	Warnings []Issue
+
+	idx bson.Raw // search values, when read by a search (for _include)
 }
 
 // WriteOptions carry the preconditions of a write.
@@ -336,7 +338,7 @@ func (s *Store) repair(ctx context.Context, tenant, typ, id string) {
 func (s *Store) now() time.Time { return s.opts.Now().UTC().Truncate(time.Millisecond) }
 
 func (d *storedDoc) toResource(typ string) (*Resource, error) {
-	res := &Resource{Type: typ, ID: d.ID, VersionID: d.VID, LastUpdated: d.LastUpdated.UTC(), Method: d.Method, Deleted: d.Deleted}
+	res := &Resource{Type: typ, ID: d.ID, VersionID: d.VID, LastUpdated: d.LastUpdated.UTC(), Method: d.Method, Deleted: d.Deleted, idx: d.Idx}
 	if d.Deleted || len(d.Resource) == 0 {
 		return res, nil
 	}

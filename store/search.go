@@ -17,6 +17,8 @@ import (
 // SearchPage is one page of search matches.
 type SearchPage struct {
 	Entries []*Resource
+	// Included are the resources _include and _revinclude added, each once.
+	Included []*Resource
 	// Total counts every match across pages; -1 when not computed.
 	Total int64
 	// Next and Previous are opaque cursors for the neighbouring pages ("" if none).
@@ -71,7 +73,11 @@ func (s *Store) Search(ctx context.Context, tenant string, q *search.Query) (*Se
 	if err != nil {
 		return nil, err
 	}
-	return fillSearchPage(page, q, keys, rows, cur)
+	if page, err = fillSearchPage(page, q, keys, rows, cur); err != nil {
+		return nil, err
+	}
+	page.Included, err = s.includes(ctx, tenant, q, page.Entries)
+	return page, err
 }
 
 // searchFilter is q's filter over current, undeleted rows, with each _has
@@ -85,7 +91,48 @@ func (s *Store) searchFilter(ctx context.Context, tenant string, q *search.Query
 		}
 		all = append(all, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}})
 	}
+	for _, ch := range q.Chains {
+		refs := []string{}
+		for _, t := range ch.Targets {
+			ids, err := s.matchingIDs(ctx, tenant, t.Query)
+			if err != nil {
+				return nil, err
+			}
+			for _, id := range ids {
+				refs = append(refs, t.Type+"/"+id)
+			}
+		}
+		all = append(all, bson.D{{Key: "idx." + ch.Param, Value: bson.D{{Key: "$in", Value: refs}}}})
+	}
 	return bson.D{{Key: "$and", Value: all}}, nil
+}
+
+// matchingIDs returns the ids of every match of a (chained) search.
+func (s *Store) matchingIDs(ctx context.Context, tenant string, q *search.Query) ([]string, error) {
+	if err := s.checkType(q.Type); err != nil {
+		return nil, err
+	}
+	filter, err := s.searchFilter(ctx, tenant, q)
+	if err != nil {
+		return nil, err
+	}
+	opts := options.Find().SetProjection(bson.D{{Key: "_id", Value: 1}, {Key: "idx", Value: 1}})
+	cur, err := s.tenantDB(tenant).Collection(q.Type).Find(ctx, filter, opts)
+	if err != nil {
+		return nil, dbError("search chain "+q.Type, err)
+	}
+	defer cur.Close(ctx)
+	ids := []string{}
+	for cur.Next(ctx) {
+		idx, _ := cur.Current.Lookup("idx").DocumentOK()
+		if q.PostFilter != nil && !q.PostFilter(idx) {
+			continue
+		}
+		if id, ok := cur.Current.Lookup("_id").StringValueOK(); ok {
+			ids = append(ids, id)
+		}
+	}
+	return ids, dbError("search chain "+q.Type, cur.Err())
 }
 
 // referencedIDs runs a _has query and returns the ids of typ its matches

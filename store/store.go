@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"go.mongodb.org/mongo-driver/v2/event"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
@@ -95,6 +96,8 @@ type Options struct {
 	// ServerSelectionTimeout bounds how long an operation waits for a
 	// reachable database (default 5s).
 	ServerSelectionTimeout time.Duration
+	// Monitor, when set, observes every database command (metrics, tests).
+	Monitor *event.CommandMonitor
 }
 
 // Store is a handle on the database; it is safe for concurrent use.
@@ -130,10 +133,14 @@ func Open(ctx context.Context, uri string, opts Options) (*Store, error) {
 	if opts.ServerSelectionTimeout == 0 {
 		opts.ServerSelectionTimeout = 5 * time.Second
 	}
-	client, err := mongo.Connect(options.Client().ApplyURI(uri).
+	clientOpts := options.Client().ApplyURI(uri).
 		SetServerSelectionTimeout(opts.ServerSelectionTimeout).
 		SetConnectTimeout(opts.ServerSelectionTimeout).
-		SetAppName("fhirstore"))
+		SetAppName("fhirstore")
+	if opts.Monitor != nil {
+		clientOpts.SetMonitor(opts.Monitor)
+	}
+	client, err := mongo.Connect(clientOpts)
 	if err != nil {
 		return nil, fmt.Errorf("connect to MongoDB: %w", err)
 	}

@@ -1,0 +1,270 @@
+package server
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+
+	"fhirstore/search"
+	"fhirstore/store"
+)
+
+// compartmentSearch serves GET Patient/{id}/{type}: the search of type
+// restricted to the patient's compartment; the other parameters apply as in
+// a type search.
+func (s *Server) compartmentSearch(c *gin.Context, compartment, id, typ string) {
+	if err := s.checkCompartment(c, compartment, id, typ); err != nil {
+		s.abort(c, err)
+		return
+	}
+	params := c.Request.URL.Query()
+	opts := search.ParseOptions{Strict: prefer(c, "handling") == "strict"}
+	q, page, err := s.compartmentPage(c.Request.Context(), c.GetString(tenantKey), typ, id, params, opts)
+	if err != nil {
+		s.abort(c, searchError(err))
+		return
+	}
+	b, err := searchBundle(c, compartment+"/"+id+"/"+typ, params, q, page)
+	if err != nil {
+		s.abort(c, err)
+		return
+	}
+	writeJSON(c, http.StatusOK, b)
+}
+
+// checkCompartment answers 404 unless compartment is Patient and the
+// patient exists (410 if deleted, as a read), 404 for an unknown type and
+// 400 for a type outside the Patient compartment.
+func (s *Server) checkCompartment(c *gin.Context, compartment, id, typ string) error {
+	if compartment != "Patient" {
+		return fail(http.StatusNotFound, "not-supported", "only the Patient compartment is supported, not "+quote(compartment), "")
+	}
+	if s.cfg.Registry == nil {
+		return fail(http.StatusNotImplemented, "not-supported", "search is not configured", "")
+	}
+	if typ != "" && !isResourceType(typ) {
+		return fail(http.StatusNotFound, "not-supported", "unknown resource type "+quote(typ), "")
+	}
+	if _, ok := search.PatientCompartmentParams(typ); typ != "" && !ok {
+		return fail(http.StatusBadRequest, "not-supported", typ+" resources are never in a Patient compartment", "")
+	}
+	if _, err := s.store.Read(c.Request.Context(), c.GetString(tenantKey), "Patient", id); err != nil {
+		return fmt.Errorf("patient compartment: %w", err)
+	}
+	return nil
+}
+
+// compartmentPage runs the search of typ with params in the compartment of
+// patient id. With one linking parameter that is one engine search. With
+// several, the ids matching each are collected first, then one engine
+// search with _id in their union pages and sorts them as any search.
+func (s *Server) compartmentPage(ctx context.Context, tenant, typ, id string, params url.Values, opts search.ParseOptions) (*search.Query, *store.SearchPage, error) {
+	queries, err := s.cfg.Registry.CompartmentQueries(typ, id, params, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(queries) == 1 {
+		page, err := s.store.Search(ctx, tenant, queries[0])
+		return queries[0], page, err
+	}
+	ids, err := s.matchingIDs(ctx, tenant, queries)
+	if err != nil {
+		return nil, nil, err
+	}
+	union := url.Values{}
+	for k, vs := range params {
+		union[k] = slices.Clone(vs)
+	}
+	if len(ids) == 0 { // _id needs a value; parse without it and answer nothing
+		q, err := s.cfg.Registry.Parse(typ, union, opts)
+		if err != nil {
+			return nil, nil, err
+		}
+		page := &store.SearchPage{Total: 0}
+		if q.Total == "none" {
+			page.Total = -1
+		}
+		return q, page, nil
+	}
+	union.Add("_id", strings.Join(ids, ","))
+	q, err := s.cfg.Registry.Parse(typ, union, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	page, err := s.store.Search(ctx, tenant, q)
+	return q, page, err
+}
+
+// matchingIDs are the sorted ids of the resources matching any of queries,
+// read page by page.
+func (s *Server) matchingIDs(ctx context.Context, tenant string, queries []*search.Query) ([]string, error) {
+	seen := map[string]bool{}
+	for _, q := range queries {
+		q.Count, q.Total, q.Cursor, q.Sort, q.Summary, q.Elements = search.MaxCount, "none", "", nil, "", nil
+		for {
+			page, err := s.store.Search(ctx, tenant, q)
+			if err != nil {
+				return nil, fmt.Errorf("patient compartment of %s: %w", q.Type, err)
+			}
+			for _, r := range page.Entries {
+				seen[r.ID] = true
+			}
+			if page.Next == "" {
+				break
+			}
+			q.Cursor = page.Next
+		}
+	}
+	ids := make([]string, 0, len(seen))
+	for id := range seen {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids, nil
+}
+
+// everything serves GET Patient/{id}/$everything: the patient, then the
+// resources of every compartment type (Patient first, then alphabetically),
+// each type ordered by id. It pages like a search: _count entries a page
+// (default 10, at most 100) and a next link whose opaque cursor names the
+// type reached and the engine's keyset cursor within it, so following the
+// links visits every resource once. _type restricts the types; other
+// parameters are ignored and the Bundle has no total.
+func (s *Server) everything(c *gin.Context, compartment, id string) {
+	if err := s.checkCompartment(c, compartment, id, ""); err != nil {
+		s.abort(c, err)
+		return
+	}
+	params, err := everythingParams(c.Request.URL.Query())
+	if err != nil {
+		s.abort(c, err)
+		return
+	}
+	count := search.DefaultCount
+	if v := params.Get("_count"); v != "" {
+		count, _ = strconv.Atoi(v) // checked by everythingParams
+	}
+	types := everythingTypes(params.Get("_type"))
+	start, cur, err := decodeEverythingCursor(params.Get("_cursor"), types)
+	if err != nil {
+		s.abort(c, err)
+		return
+	}
+	page := &store.SearchPage{Total: -1}
+	ctx, tenant := c.Request.Context(), c.GetString(tenantKey)
+	if params.Get("_cursor") == "" && slices.Contains(types, "Patient") {
+		patient, err := s.store.Read(ctx, tenant, "Patient", id)
+		if err != nil {
+			s.abort(c, fmt.Errorf("patient $everything: %w", err))
+			return
+		}
+		page.Entries = append(page.Entries, patient)
+	}
+	for i := start; i < len(types) && page.Next == ""; i++ {
+		if i > start {
+			cur = ""
+		}
+		// When the page is full, read one more resource only to learn whether a next page exists.
+		remaining := count - len(page.Entries)
+		sub := url.Values{"_count": {strconv.Itoa(max(remaining, 1))}, "_sort": {"_id"}, "_total": {"none"}}
+		if cur != "" {
+			sub.Set("_cursor", cur)
+		}
+		if types[i] == "Patient" { // the patient itself came first
+			sub.Set("_id:not", id)
+		}
+		_, typePage, err := s.compartmentPage(ctx, tenant, types[i], id, sub, search.ParseOptions{})
+		if err != nil {
+			s.abort(c, searchError(err))
+			return
+		}
+		switch {
+		case remaining == 0 && len(typePage.Entries) > 0:
+			page.Next = encodeEverythingCursor(types[i], cur)
+		case remaining > 0:
+			page.Entries = append(page.Entries, typePage.Entries...)
+			if typePage.Next != "" {
+				page.Next = encodeEverythingCursor(types[i], typePage.Next)
+			}
+		}
+	}
+	q := &search.Query{Type: "Patient", Count: count, Cursor: params.Get("_cursor")}
+	b, err := searchBundle(c, compartment+"/"+id+"/$everything", params, q, page)
+	if err != nil {
+		s.abort(c, err)
+		return
+	}
+	writeJSON(c, http.StatusOK, b)
+}
+
+// everythingParams keeps the parameters $everything reads (_count, _type,
+// _cursor) after checking them.
+func everythingParams(all url.Values) (url.Values, error) {
+	params := url.Values{}
+	if v := all.Get("_count"); v != "" {
+		if n, err := strconv.Atoi(v); err != nil || n < 1 || n > search.MaxCount {
+			return nil, fail(http.StatusBadRequest, "value", fmt.Sprintf("must be an integer from 1 to %d, not %q", search.MaxCount, v), "_count")
+		}
+		params.Set("_count", v)
+	}
+	if v := all.Get("_type"); v != "" {
+		for _, t := range strings.Split(v, ",") {
+			if _, ok := search.PatientCompartmentParams(t); !ok {
+				return nil, fail(http.StatusBadRequest, "value", quote(t)+" is not a type of the Patient compartment", "_type")
+			}
+		}
+		params.Set("_type", v)
+	}
+	if v := all.Get("_cursor"); v != "" {
+		params.Set("_cursor", v)
+	}
+	return params, nil
+}
+
+// everythingTypes are the compartment types $everything reads, in order:
+// Patient, then the others alphabetically; only those of _type when given.
+func everythingTypes(only string) []string {
+	types := []string{"Patient"}
+	for _, t := range search.PatientCompartmentTypes() {
+		if t != "Patient" {
+			types = append(types, t)
+		}
+	}
+	if only == "" {
+		return types
+	}
+	wanted := strings.Split(only, ",")
+	return slices.DeleteFunc(types, func(t string) bool { return !slices.Contains(wanted, t) })
+}
+
+// encodeEverythingCursor is the opaque position of a $everything page: a
+// type and the engine's cursor within its compartment search.
+func encodeEverythingCursor(typ, cursor string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(typ + "\n" + cursor))
+}
+
+// decodeEverythingCursor returns the index in types and the engine cursor
+// of a position; 0 and "" for the first page.
+func decodeEverythingCursor(v string, types []string) (int, string, error) {
+	if v == "" {
+		return 0, "", nil
+	}
+	bad := fail(http.StatusBadRequest, "value", "the paging cursor is not valid; start again from the first page", "_cursor")
+	raw, err := base64.RawURLEncoding.DecodeString(v)
+	if err != nil {
+		return 0, "", bad
+	}
+	typ, cur, ok := strings.Cut(string(raw), "\n")
+	i := slices.Index(types, typ)
+	if !ok || i < 0 {
+		return 0, "", bad
+	}
+	return i, cur, nil
+}
