@@ -82,7 +82,8 @@ func (x *extractor) node(p *Param, n fhirpath.Node) {
 		if isMap {
 			x.tokens(elementTokens(m, n.Type))
 		} else if s := primitiveToken(n.Value); s != "" {
-			x.tokens(tokens{forms: codeForms("", s), codes: []string{s}})
+			// a code bound to one code system is in that system, not in none
+			x.tokens(tokens{forms: codeForms(p.system, s), codes: []string{s}})
 		}
 	case "reference":
 		x.reference(m, n, isMap)

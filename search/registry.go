@@ -27,7 +27,15 @@ type Param struct {
 	Description                        string
 
 	expr *fhirpath.Expr // the branches of Expression for this type; nil for Resource-level parameters
+	// system is the code system of a code element bound to one (see
+	// code-systems.json): its codes are also indexed as system|code.
+	system string
 }
+
+// codeSystemsJSON maps "Type.param" to the code system its codes come from.
+//
+//go:embed code-systems.json
+var codeSystemsJSON []byte
 
 // Skip is an official parameter the registry does not index, with the reason.
 type Skip struct {
@@ -85,6 +93,16 @@ func NewRegistry(resourceTypes []string) (*Registry, error) {
 	for _, e := range bundle.Entry {
 		if err := r.add(e.Resource, compiled); err != nil {
 			return nil, err
+		}
+	}
+	var systems map[string]string
+	if err := json.Unmarshal(codeSystemsJSON, &systems); err != nil {
+		return nil, fmt.Errorf("code systems: %w", err)
+	}
+	for key, system := range systems {
+		typ, code, _ := strings.Cut(key, ".")
+		if p, ok := r.byType[typ][code]; ok {
+			p.system = system
 		}
 	}
 	for t, params := range r.byType {

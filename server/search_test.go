@@ -88,6 +88,8 @@ func TestSearchMatchesAsTheFHIRSpecDefines(t *testing.T) {
 		{"comma means or", "Patient?family=chal,smi", []string{"p1", "p3"}},
 		{"repeated parameters mean and", "Patient?given=peter&family=smith", []string{"p3"}},
 		{"token code", "Patient?gender=female", []string{"p2", "p3"}},
+		{"token system|code of a bound code", "Patient?gender=http://hl7.org/fhir/administrative-gender|male", []string{"p1"}},
+		{"token system| of a bound code", "Observation?status=http://hl7.org/fhir/observation-status|", []string{"o1", "o2", "o3"}},
 		{"token :not", "Patient?gender:not=male", []string{"p2", "p3"}},
 		{"identifier by value", "Patient?identifier=12345", []string{"p1"}},
 		{"identifier by system|value", "Patient?identifier=urn:oid:1.2.36|999", []string{"p2"}},
