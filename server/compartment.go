@@ -20,7 +20,7 @@ import (
 // restricted to the patient's compartment; the other parameters apply as in
 // a type search.
 func (s *Server) compartmentSearch(c *gin.Context, compartment, id, typ string) {
-	if err := s.checkCompartment(c, compartment, id, typ); err != nil {
+	if _, err := s.checkCompartment(c, compartment, id, typ); err != nil {
 		s.abort(c, err)
 		return
 	}
@@ -31,6 +31,7 @@ func (s *Server) compartmentSearch(c *gin.Context, compartment, id, typ string) 
 		s.abort(c, searchError(err))
 		return
 	}
+	page.Included = slices.DeleteFunc(page.Included, func(r *store.Resource) bool { return !mayRead(c, r.Type) })
 	b, err := searchBundle(c, compartment+"/"+id+"/"+typ, params, q, page)
 	if err != nil {
 		s.abort(c, err)
@@ -39,26 +40,28 @@ func (s *Server) compartmentSearch(c *gin.Context, compartment, id, typ string) 
 	writeJSON(c, http.StatusOK, b)
 }
 
-// checkCompartment answers 404 unless compartment is Patient and the
-// patient exists (410 if deleted, as a read), 404 for an unknown type and
-// 400 for a type outside the Patient compartment.
-func (s *Server) checkCompartment(c *gin.Context, compartment, id, typ string) error {
+// checkCompartment returns the patient of a compartment request: 404
+// unless compartment is Patient and the patient exists (410 if deleted, as
+// a read), 404 for an unknown type, 400 for a type outside the Patient
+// compartment; typ "" ($everything) names no type.
+func (s *Server) checkCompartment(c *gin.Context, compartment, id, typ string) (*store.Resource, error) {
 	if compartment != "Patient" {
-		return fail(http.StatusNotFound, "not-supported", "only the Patient compartment is supported, not "+quote(compartment), "")
+		return nil, fail(http.StatusNotFound, "not-supported", "only the Patient compartment is supported, not "+quote(compartment), "")
 	}
 	if s.cfg.Registry == nil {
-		return fail(http.StatusNotImplemented, "not-supported", "search is not configured", "")
+		return nil, fail(http.StatusNotImplemented, "not-supported", "search is not configured", "")
 	}
 	if typ != "" && !isResourceType(typ) {
-		return fail(http.StatusNotFound, "not-supported", "unknown resource type "+quote(typ), "")
+		return nil, fail(http.StatusNotFound, "not-supported", "unknown resource type "+quote(typ), "")
 	}
 	if _, ok := search.PatientCompartmentParams(typ); typ != "" && !ok {
-		return fail(http.StatusBadRequest, "not-supported", typ+" resources are never in a Patient compartment", "")
+		return nil, fail(http.StatusBadRequest, "not-supported", typ+" resources are never in a Patient compartment", "")
 	}
-	if _, err := s.store.Read(c.Request.Context(), c.GetString(tenantKey), "Patient", id); err != nil {
-		return fmt.Errorf("patient compartment: %w", err)
+	patient, err := s.store.Read(c.Request.Context(), c.GetString(tenantKey), "Patient", id)
+	if err != nil {
+		return nil, fmt.Errorf("patient compartment: %w", err)
 	}
-	return nil
+	return patient, nil
 }
 
 // compartmentPage runs the search of typ with params in the compartment of
@@ -108,6 +111,7 @@ func (s *Server) matchingIDs(ctx context.Context, tenant string, queries []*sear
 	seen := map[string]bool{}
 	for _, q := range queries {
 		q.Count, q.Total, q.Cursor, q.Sort, q.Summary, q.Elements = search.MaxCount, "none", "", nil, "", nil
+		q.Includes, q.Revincludes = nil, nil // the final search includes
 		for {
 			page, err := s.store.Search(ctx, tenant, q)
 			if err != nil {
@@ -135,10 +139,12 @@ func (s *Server) matchingIDs(ctx context.Context, tenant string, queries []*sear
 // each type ordered by id. It pages like a search: _count entries a page
 // (default 10, at most 100) and a next link whose opaque cursor names the
 // type reached and the engine's keyset cursor within it, so following the
-// links visits every resource once. _type restricts the types; other
-// parameters are ignored and the Bundle has no total.
+// links visits every resource once. _type restricts the types (as do the
+// caller's read rights, see mayRead); other parameters are ignored and the
+// Bundle has no total.
 func (s *Server) everything(c *gin.Context, compartment, id string) {
-	if err := s.checkCompartment(c, compartment, id, ""); err != nil {
+	patient, err := s.checkCompartment(c, compartment, id, "")
+	if err != nil {
 		s.abort(c, err)
 		return
 	}
@@ -151,7 +157,7 @@ func (s *Server) everything(c *gin.Context, compartment, id string) {
 	if v := params.Get("_count"); v != "" {
 		count, _ = strconv.Atoi(v) // checked by everythingParams
 	}
-	types := everythingTypes(params.Get("_type"))
+	types := slices.DeleteFunc(everythingTypes(params.Get("_type")), func(t string) bool { return !mayRead(c, t) })
 	start, cur, err := decodeEverythingCursor(params.Get("_cursor"), types)
 	if err != nil {
 		s.abort(c, err)
@@ -160,11 +166,6 @@ func (s *Server) everything(c *gin.Context, compartment, id string) {
 	page := &store.SearchPage{Total: -1}
 	ctx, tenant := c.Request.Context(), c.GetString(tenantKey)
 	if params.Get("_cursor") == "" && slices.Contains(types, "Patient") {
-		patient, err := s.store.Read(ctx, tenant, "Patient", id)
-		if err != nil {
-			s.abort(c, fmt.Errorf("patient $everything: %w", err))
-			return
-		}
 		page.Entries = append(page.Entries, patient)
 	}
 	for i := start; i < len(types) && page.Next == ""; i++ {
