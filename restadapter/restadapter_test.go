@@ -3,10 +3,8 @@ package restadapter_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"testing"
 	"time"
 
@@ -20,17 +18,7 @@ import (
 
 var db *storetest.DB
 
-func TestMain(m *testing.M) {
-	var err error
-	db, err = storetest.Start(context.Background())
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "start test database:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	db.Close()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { storetest.Run(m, &db) }
 
 func TestRESTRequestsNeedATokenForTheHostsTenant(t *testing.T) {
 	key := []byte("0123456789abcdef0123456789abcdef")

@@ -50,13 +50,18 @@ func (s *Server) create(c *gin.Context, typ string) {
 	s.respondWrite(c, http.StatusCreated, res)
 }
 
-func (s *Server) update(c *gin.Context, typ, id string) {
+// writeInput reads a write's preconditions and preferences, then its body.
+func (s *Server) writeInput(c *gin.Context) (store.WriteOptions, []byte, error) {
 	opts, err := writeOptions(c)
 	if err != nil {
-		s.abort(c, err)
-		return
+		return opts, nil, err
 	}
 	body, err := s.readBody(c)
+	return opts, body, err
+}
+
+func (s *Server) update(c *gin.Context, typ, id string) {
+	opts, body, err := s.writeInput(c)
 	if err != nil {
 		s.abort(c, err)
 		return

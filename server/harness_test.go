@@ -2,13 +2,10 @@ package server_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -23,17 +20,7 @@ import (
 
 var db *storetest.DB
 
-func TestMain(m *testing.M) {
-	var err error
-	db, err = storetest.Start(context.Background())
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "start test database:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	db.Close()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { storetest.Run(m, &db) }
 
 // testKey signs the tokens of the tests.
 var testKey = []byte("0123456789abcdef0123456789abcdef")

@@ -37,12 +37,7 @@ func StoreValidator(v *fhirschema.Validator) store.Validator {
 // resource (sent as is, or as the "resource" parameter of a Parameters) gets
 // every check of a create, or of an update of id, and nothing is stored.
 func (s *Server) validateOp(c *gin.Context, typ, id string) {
-	opts, err := writeOptions(c)
-	if err != nil {
-		s.abort(c, err)
-		return
-	}
-	body, err := s.readBody(c)
+	opts, body, err := s.writeInput(c)
 	if err != nil {
 		s.abort(c, err)
 		return

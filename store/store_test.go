@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"testing"
 
 	"fhirstore/store"
@@ -13,17 +12,7 @@ import (
 
 var db *storetest.DB
 
-func TestMain(m *testing.M) {
-	var err error
-	db, err = storetest.Start(context.Background())
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "start test database:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	db.Close()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { storetest.Run(m, &db) }
 
 func TestVersionsAreKeptInOrder(t *testing.T) {
 	ctx := context.Background()

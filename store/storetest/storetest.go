@@ -105,3 +105,17 @@ func (d *DB) Tenant(t testing.TB, st *store.Store) string {
 	t.Cleanup(func() { _ = st.DeleteTenant(context.Background(), name) })
 	return name
 }
+
+// Run is a TestMain: it starts the test database into *db, runs the tests
+// and stops it, exiting with the tests' status.
+func Run(m *testing.M, db **DB) {
+	d, err := Start(context.Background())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "start test database:", err)
+		os.Exit(1)
+	}
+	*db = d
+	code := m.Run()
+	d.Close()
+	os.Exit(code)
+}
