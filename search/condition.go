@@ -320,34 +320,20 @@ func numberBounds(v string) (bounds, error) {
 }
 
 // boundCondition compares a stored element [lo, hi] with search bounds.
+// Dates compare as ranges (R4: ge is "the range above the search value
+// intersects the target, or the search range contains it"); numbers and
+// quantities compare their exact value with the search value for the
+// one-sided prefixes ("lt100: less than exactly 100"), the value being the
+// middle of the stored precision range.
 func boundCondition(field, cmp string, b bounds, unit *unitMatch) (bson.D, rangeCheck, bool) {
-	lo, hi := field+".lo", field+".hi"
 	var cond bson.D
 	var check rangeCheck
 	twoSided := false
-	switch cmp {
-	case "eq":
-		cond = bson.D{{Key: lo, Value: bson.D{{Key: "$gte", Value: b.lo}}}, {Key: hi, Value: bson.D{{Key: "$lte", Value: b.hi}}}}
-		check, twoSided = func(el bson.Raw) bool { return ge(el, "lo", b.lo) && le(el, "hi", b.hi) }, true
-	case "ne":
-		cond = bson.D{{Key: "$or", Value: bson.A{bson.D{{Key: lo, Value: bson.D{{Key: "$lt", Value: b.lo}}}}, bson.D{{Key: hi, Value: bson.D{{Key: "$gt", Value: b.hi}}}}}}}
-		check = func(el bson.Raw) bool { return !ge(el, "lo", b.lo) || !le(el, "hi", b.hi) }
-	case "gt":
-		cond, check = one(hi, "$gt", b.hi, func(el bson.Raw) bool { return gt(el, "hi", b.hi) })
-	case "lt":
-		cond, check = one(lo, "$lt", b.lo, func(el bson.Raw) bool { return lt(el, "lo", b.lo) })
-	case "ge":
-		cond, check = one(hi, "$gte", b.lo, func(el bson.Raw) bool { return ge(el, "hi", b.lo) })
-	case "le":
-		cond, check = one(lo, "$lte", b.hi, func(el bson.Raw) bool { return le(el, "lo", b.hi) })
-	case "sa":
-		cond, check = one(lo, "$gt", b.hi, func(el bson.Raw) bool { return gt(el, "lo", b.hi) })
-	case "eb":
-		cond, check = one(hi, "$lt", b.lo, func(el bson.Raw) bool { return lt(el, "hi", b.lo) })
-	case "ap":
-		a, z := approximate(b)
-		cond = bson.D{{Key: lo, Value: bson.D{{Key: "$lte", Value: z}}}, {Key: hi, Value: bson.D{{Key: "$gte", Value: a}}}}
-		check, twoSided = func(el bson.Raw) bool { return le(el, "lo", z) && ge(el, "hi", a) }, true
+	if _, isDate := b.lo.(time.Time); !isDate && cmp != "eq" && cmp != "ne" && cmp != "ap" {
+		cond, check = pointCondition(field, cmp, b.at.(float64))
+		twoSided = true
+	} else {
+		cond, check, twoSided = rangeBounds(field, cmp, b)
 	}
 	if unit != nil {
 		cond = append(cond, unitCondition(field, unit))
@@ -356,6 +342,68 @@ func boundCondition(field, cmp string, b bounds, unit *unitMatch) (bson.D, range
 	}
 	return cond, check, twoSided
 }
+
+// rangeBounds relates a stored range to a search range.
+func rangeBounds(field, cmp string, b bounds) (bson.D, rangeCheck, bool) {
+	lo, hi := field+".lo", field+".hi"
+	within := func(el bson.Raw) bool { return ge(el, "lo", b.lo) && le(el, "hi", b.hi) }
+	withinCond := bson.D{{Key: lo, Value: bson.D{{Key: "$gte", Value: b.lo}}}, {Key: hi, Value: bson.D{{Key: "$lte", Value: b.hi}}}}
+	switch cmp {
+	case "eq":
+		return withinCond, within, true
+	case "ne":
+		return bson.D{{Key: "$or", Value: bson.A{bson.D{{Key: lo, Value: bson.D{{Key: "$lt", Value: b.lo}}}}, bson.D{{Key: hi, Value: bson.D{{Key: "$gt", Value: b.hi}}}}}}},
+			func(el bson.Raw) bool { return !within(el) }, false
+	case "gt":
+		c, k := one(hi, "$gt", b.hi, func(el bson.Raw) bool { return gt(el, "hi", b.hi) })
+		return c, k, false
+	case "lt":
+		c, k := one(lo, "$lt", b.lo, func(el bson.Raw) bool { return lt(el, "lo", b.lo) })
+		return c, k, false
+	case "ge":
+		return bson.D{{Key: "$or", Value: bson.A{bson.D{{Key: hi, Value: bson.D{{Key: "$gt", Value: b.hi}}}}, withinCond}}},
+			func(el bson.Raw) bool { return gt(el, "hi", b.hi) || within(el) }, true
+	case "le":
+		return bson.D{{Key: "$or", Value: bson.A{bson.D{{Key: lo, Value: bson.D{{Key: "$lt", Value: b.lo}}}}, withinCond}}},
+			func(el bson.Raw) bool { return lt(el, "lo", b.lo) || within(el) }, true
+	case "sa":
+		c, k := one(lo, "$gt", b.hi, func(el bson.Raw) bool { return gt(el, "lo", b.hi) })
+		return c, k, false
+	case "eb":
+		c, k := one(hi, "$lt", b.lo, func(el bson.Raw) bool { return lt(el, "hi", b.lo) })
+		return c, k, false
+	}
+	a, z := approximate(b) // ap
+	return bson.D{{Key: lo, Value: bson.D{{Key: "$lte", Value: z}}}, {Key: hi, Value: bson.D{{Key: "$gte", Value: a}}}},
+		func(el bson.Raw) bool { return le(el, "lo", z) && ge(el, "hi", a) }, true
+}
+
+// pointCondition compares a stored number's exact value with v. The
+// database narrows with the bound that must hold for it (lo < v for lt);
+// the check decides on the middle of the stored range.
+func pointCondition(field, cmp string, v float64) (bson.D, rangeCheck) {
+	lo, hi := field+".lo", field+".hi"
+	var cond bson.D
+	var keep func(mid float64) bool
+	switch cmp {
+	case "lt", "eb":
+		cond, keep = bson.D{{Key: lo, Value: bson.D{{Key: "$lt", Value: v}}}}, func(m float64) bool { return m < v && !near(m, v) }
+	case "le":
+		cond, keep = bson.D{{Key: lo, Value: bson.D{{Key: "$lte", Value: v}}}}, func(m float64) bool { return m < v || near(m, v) }
+	case "gt", "sa":
+		cond, keep = bson.D{{Key: hi, Value: bson.D{{Key: "$gt", Value: v}}}}, func(m float64) bool { return m > v && !near(m, v) }
+	default: // ge
+		cond, keep = bson.D{{Key: hi, Value: bson.D{{Key: "$gte", Value: v}}}}, func(m float64) bool { return m > v || near(m, v) }
+	}
+	return cond, func(el bson.Raw) bool {
+		l, ok1 := el.Lookup("lo").DoubleOK()
+		h, ok2 := el.Lookup("hi").DoubleOK()
+		return ok1 && ok2 && keep(l/2+h/2)
+	}
+}
+
+// near tells equal values apart from float rounding of range bounds.
+func near(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(1, math.Abs(b)) }
 
 func one(field, op string, v any, check rangeCheck) (bson.D, rangeCheck) {
 	return bson.D{{Key: field, Value: bson.D{{Key: op, Value: v}}}}, check
