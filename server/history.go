@@ -33,16 +33,16 @@ func (s *Server) history(c *gin.Context, typ, id string) {
 		return
 	}
 	tenant := c.GetString(tenantKey)
-	if id != "" {
-		if _, err := s.store.Read(c.Request.Context(), tenant, typ, id); err != nil && !errors.Is(err, store.ErrGone) {
-			s.abort(c, err)
-			return
-		}
-	}
 	page, err := s.store.History(c.Request.Context(), tenant, q)
 	if err != nil {
 		s.abort(c, err)
 		return
+	}
+	if id != "" && page.Total == 0 { // an unknown resource has no history: 404
+		if _, err := s.store.Read(c.Request.Context(), tenant, typ, id); err != nil && !errors.Is(err, store.ErrGone) {
+			s.abort(c, err)
+			return
+		}
 	}
 	writeJSON(c, http.StatusOK, historyBundle(c, page))
 }
