@@ -45,15 +45,9 @@ func (s *Store) Search(ctx context.Context, tenant string, q *search.Query) (*Se
 	}
 	keys := sortFields(q.Sort)
 	page := &SearchPage{Total: -1}
-	if q.Total != "none" {
-		n, err := s.countMatches(ctx, coll, q, base)
-		if err != nil {
-			return nil, err
-		}
-		page.Total = n
-	}
 	if q.Summary == "count" || q.Count == 0 {
-		return page, nil
+		page.Total, err = s.countMatches(ctx, coll, q, base)
+		return page, err
 	}
 	cur, err := decodeSearchCursor(q.Cursor)
 	if err != nil {
@@ -72,6 +66,15 @@ func (s *Store) Search(ctx context.Context, tenant string, q *search.Query) (*Se
 	rows, err := s.searchRows(ctx, coll, q, filter, orderBy(keys, dir))
 	if err != nil {
 		return nil, err
+	}
+	switch {
+	case q.Total == "none":
+	case cur == nil && len(rows) <= q.Count: // a first page that holds every match
+		page.Total = int64(len(rows))
+	default:
+		if page.Total, err = s.countMatches(ctx, coll, q, base); err != nil {
+			return nil, err
+		}
 	}
 	if page, err = fillSearchPage(page, q, keys, rows, cur); err != nil {
 		return nil, err
@@ -260,7 +263,11 @@ func (s *Store) searchRows(ctx context.Context, coll *mongo.Collection, q *searc
 		if q.PostFilter != nil {
 			limit = max(limit, 50)
 		}
-		cur, err := coll.Find(ctx, filter, options.Find().SetSort(order).SetSkip(skip).SetLimit(limit))
+		opts := options.Find().SetSort(order).SetSkip(skip).SetLimit(limit)
+		if q.PostFilter == nil && len(q.Includes) == 0 {
+			opts.SetProjection(bson.D{{Key: "idx", Value: 0}}) // idx is read only to check or follow it
+		}
+		cur, err := coll.Find(ctx, filter, opts)
 		if err != nil {
 			return nil, dbError("search "+q.Type, err)
 		}
