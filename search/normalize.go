@@ -203,8 +203,9 @@ func referenceForms(ref string, isType func(string) bool) []string {
 	n := len(segs)
 	typed := n >= 2 && isType(segs[n-2]) && segs[n-1] != ""
 	switch {
-	case absolute && typed:
-		return []string{ref, segs[n-2] + "/" + segs[n-1], segs[n-1]}
+	case absolute:
+		// another server's Patient/1 is not this server's Patient/1
+		return []string{ref}
 	case !absolute && typed && n == 2:
 		return []string{segs[0] + "/" + segs[1], segs[1]}
 	}

@@ -97,8 +97,8 @@ func TestReferenceForms(t *testing.T) {
 	}{
 		{"Patient/example", []string{"Patient/example", "example"}},
 		{"Patient/example/_history/2", []string{"Patient/example", "example"}},
-		{"http://fhir.example.org/r4/Patient/23", []string{"http://fhir.example.org/r4/Patient/23", "Patient/23", "23"}},
-		{"http://x.org/fhir/Organization/1/_history/3", []string{"http://x.org/fhir/Organization/1/_history/3", "Organization/1", "1"}},
+		{"http://fhir.example.org/r4/Patient/23", []string{"http://fhir.example.org/r4/Patient/23"}},
+		{"http://x.org/fhir/Organization/1/_history/3", []string{"http://x.org/fhir/Organization/1/_history/3"}},
 		{"urn:uuid:61ebe359-bfdc-4613-8bf2-c5e300945f0a", []string{"urn:uuid:61ebe359-bfdc-4613-8bf2-c5e300945f0a"}},
 		{"#p1", nil},
 		{"", nil},

@@ -257,11 +257,6 @@ const sjForeignObservation = "sj-foreign"
 
 // Product bugs the rows show (see the rows that name them).
 const (
-	sjBugForeignReference = "a reference to another server's resource (http://other.example.org/fhir/Patient/f001) is taken for a reference to " +
-		"the local Patient/f001: search/normalize.go referenceForms indexes an absolute URL ending in Type/id also as Type/id and id, " +
-		"whatever its base, and store/include.go (collectReference, the _revinclude $in on Type/id) and the compartment searches " +
-		"(subject=Patient/f001) read those forms; so _include adds the local patient, _revinclude and the local patient's " +
-		"compartment and $everything return an Observation about another server's patient"
 	sjBugIncludeTarget = "_include=Type:param:Target does not check Target: an unknown type (or one the parameter cannot refer to) " +
 		"answers 200 with no include, while an unknown parameter answers 400 (search/query.go includeSpec takes parts[2] as is; " +
 		"store/include.go findCurrent then skips the unknown type silently)"
@@ -590,11 +585,11 @@ func sjRows(t *testing.T, d *sjData) []sjRow {
 
 		// references to another server
 		{name: "_include does not follow a reference to another server", path: "Observation?_id=" + sjForeignObservation + "&_include=Observation:subject",
-			matches: []string{foreign}, include: d.joins(t, sjInc("Observation:subject")), noInclude: true, bug: sjBugForeignReference},
+			matches: []string{foreign}, include: d.joins(t, sjInc("Observation:subject")), noInclude: true},
 		{name: "_revinclude does not follow a reference to another server", path: "Patient?_id=f001&_revinclude=Observation:subject",
-			matches: []string{"Patient/f001"}, include: d.joins(t, sjRev("Observation:subject")), bug: sjBugForeignReference},
+			matches: []string{"Patient/f001"}, include: d.joins(t, sjRev("Observation:subject"))},
 		{name: "the compartment holds no resource about another server's patient", path: "Patient/f001/Observation",
-			matches: d.compartment("Observation", "Patient/f001"), bug: sjBugForeignReference},
+			matches: d.compartment("Observation", "Patient/f001")},
 
 		// errors
 		{name: "unknown _include parameter", path: "Encounter?_include=Encounter:nosuch", status: http.StatusBadRequest, expr: "_include"},
