@@ -42,6 +42,10 @@ func (s *Server) create(c *gin.Context, typ string) {
 		return
 	}
 	opts.IfMatch, opts.IfExists = nil, false // If-Match means nothing to a create
+	if cond := c.GetHeader("If-None-Exist"); cond != "" {
+		s.runOp(c, store.Op{Method: http.MethodPost, Type: typ, Condition: strings.TrimPrefix(strings.TrimPrefix(cond, typ), "?"), Body: body, Options: opts})
+		return
+	}
 	res, err := s.store.Create(c.Request.Context(), c.GetString(tenantKey), typ, body, opts)
 	if err != nil {
 		s.abort(c, err)
@@ -172,31 +176,22 @@ func (s *Server) delete(c *gin.Context, typ, id string) {
 		versionHeaders(c, res)
 		msg = fmt.Sprintf("%s/%s deleted (version %d)", typ, id, res.VersionID)
 	}
-	if preferReturn(c) == "OperationOutcome" {
-		writeJSON(c, http.StatusOK, informational(msg, nil))
-		return
-	}
-	c.Status(http.StatusNoContent)
-	c.Writer.WriteHeaderNow()
+	s.respondDeleted(c, msg)
 }
 
 // writeOptions reads If-Match: W/"n" (or "n") or * (any current version),
 // and Prefer: handling=lenient|strict; a malformed If-Match is a 400.
 func writeOptions(c *gin.Context) (store.WriteOptions, error) {
 	opts := store.WriteOptions{Lenient: prefer(c, "handling") == "lenient"}
-	h := strings.TrimSpace(c.GetHeader("If-Match"))
-	switch h {
-	case "":
-		return opts, nil
-	case "*":
-		opts.IfExists = true
+	h := c.GetHeader("If-Match")
+	if strings.TrimSpace(h) == "" {
 		return opts, nil
 	}
-	n, err := strconv.Atoi(strings.Trim(strings.TrimPrefix(h, "W/"), `"`))
-	if err != nil || n < 1 {
-		return opts, fail(http.StatusBadRequest, "value", fmt.Sprintf("If-Match %q is not a version ETag such as W/\"1\"", h), "")
+	n, err := parseIfMatch(h)
+	if err != nil {
+		return opts, fail(http.StatusBadRequest, "value", err.Error(), "")
 	}
-	opts.IfMatch = &n
+	opts.IfMatch, opts.IfExists = n, n == nil
 	return opts, nil
 }
 

@@ -59,6 +59,9 @@ func acceptsJSON(accept string) bool {
 	return false
 }
 
+// jsonPatchType is the media type of a JSON Patch body.
+const jsonPatchType = "application/json-patch+json"
+
 // readBody reads a FHIR JSON request body, enforcing the media type (415)
 // and the size limit (413).
 func (s *Server) readBody(c *gin.Context) ([]byte, error) {
@@ -72,6 +75,22 @@ func (s *Server) readBody(c *gin.Context) ([]byte, error) {
 			return nil, fail(http.StatusUnsupportedMediaType, "not-supported", fmt.Sprintf("Content-Type %q %s", ct, what), "")
 		}
 	}
+	return s.readLimited(c)
+}
+
+// readPatch reads a JSON Patch request body (Content-Type
+// application/json-patch+json).
+func (s *Server) readPatch(c *gin.Context) ([]byte, error) {
+	mt, _, err := mime.ParseMediaType(c.GetHeader("Content-Type"))
+	if err != nil || mt != jsonPatchType {
+		msg := fmt.Sprintf("PATCH needs Content-Type %s, not %q", jsonPatchType, c.GetHeader("Content-Type"))
+		return nil, fail(http.StatusUnsupportedMediaType, "not-supported", msg, "")
+	}
+	return s.readLimited(c)
+}
+
+// readLimited reads a non-empty body within the size limit (413).
+func (s *Server) readLimited(c *gin.Context) ([]byte, error) {
 	if c.Request.ContentLength > s.cfg.MaxBodyBytes {
 		return nil, s.tooLarge()
 	}
@@ -84,7 +103,7 @@ func (s *Server) readBody(c *gin.Context) ([]byte, error) {
 		return nil, fail(http.StatusBadRequest, "structure", "could not read the request body", "")
 	}
 	if len(bytes.TrimSpace(body)) == 0 {
-		return nil, fail(http.StatusBadRequest, "structure", "the request body is empty; send a FHIR resource", "")
+		return nil, fail(http.StatusBadRequest, "structure", "the request body is empty", "")
 	}
 	return body, nil
 }

@@ -45,6 +45,7 @@ var errorTable = []struct {
 	{store.ErrGone, http.StatusGone, "deleted"},
 	{store.ErrPreconditionFailed, http.StatusPreconditionFailed, "conflict"},
 	{store.ErrConflict, http.StatusConflict, "conflict"},
+	{store.ErrPatchFailed, http.StatusUnprocessableEntity, "processing"},
 	{store.ErrUnknownType, http.StatusNotFound, "not-supported"},
 	{store.ErrInvalidID, http.StatusBadRequest, "value"},
 	{store.ErrTenantNotFound, http.StatusNotFound, "not-found"},

@@ -31,6 +31,8 @@ type Config struct {
 	Version string
 	// Registry parses searches; nil disables search.
 	Registry *search.Registry
+	// MaxBundleEntries bounds the entries of a batch or transaction (413 beyond).
+	MaxBundleEntries int
 	// REST, when set, serves /api/v1 behind the same tenant and token checks
 	// as FHIR; it finds the caller with CallerFrom.
 	REST http.Handler
@@ -59,6 +61,9 @@ func New(cfg Config, st *store.Store, authn auth.Authenticator, logger *zap.Logg
 	}
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if cfg.MaxBundleEntries <= 0 {
+		cfg.MaxBundleEntries = DefaultMaxBundleEntries
 	}
 	if cfg.TenantCacheTTL == 0 {
 		cfg.TenantCacheTTL = 5 * time.Second
@@ -119,13 +124,14 @@ type route func(s *Server, c *gin.Context, segs []string)
 
 // routes maps a path shape (see shapeOf) and method to its interaction.
 var fhirRoutes = map[string]map[string]route{
-	"": {http.MethodPost: func(s *Server, c *gin.Context, _ []string) {
-		s.notSupported(c, "batch and transaction Bundles are not supported yet")
-	}},
+	"":         {http.MethodPost: func(s *Server, c *gin.Context, _ []string) { s.postBundle(c) }},
 	"_history": {http.MethodGet: func(s *Server, c *gin.Context, _ []string) { s.history(c, "", "") }},
 	"T": {
-		http.MethodPost: func(s *Server, c *gin.Context, g []string) { s.create(c, g[0]) },
-		http.MethodGet:  func(s *Server, c *gin.Context, g []string) { s.searchType(c, g[0]) },
+		http.MethodPost:   func(s *Server, c *gin.Context, g []string) { s.create(c, g[0]) },
+		http.MethodGet:    func(s *Server, c *gin.Context, g []string) { s.searchType(c, g[0]) },
+		http.MethodPut:    func(s *Server, c *gin.Context, g []string) { s.conditionalWrite(c, g[0], "") },
+		http.MethodPatch:  func(s *Server, c *gin.Context, g []string) { s.conditionalWrite(c, g[0], "") },
+		http.MethodDelete: func(s *Server, c *gin.Context, g []string) { s.conditionalWrite(c, g[0], "") },
 	},
 	"T/_search":  {http.MethodPost: func(s *Server, c *gin.Context, g []string) { s.searchType(c, g[0]) }},
 	"T/_history": {http.MethodGet: func(s *Server, c *gin.Context, g []string) { s.history(c, g[0], "") }},
@@ -133,6 +139,7 @@ var fhirRoutes = map[string]map[string]route{
 		http.MethodGet:    func(s *Server, c *gin.Context, g []string) { s.read(c, g[0], g[1]) },
 		http.MethodPut:    func(s *Server, c *gin.Context, g []string) { s.update(c, g[0], g[1]) },
 		http.MethodDelete: func(s *Server, c *gin.Context, g []string) { s.delete(c, g[0], g[1]) },
+		http.MethodPatch:  func(s *Server, c *gin.Context, g []string) { s.conditionalWrite(c, g[0], g[1]) },
 	},
 	"T/$validate":     {http.MethodPost: func(s *Server, c *gin.Context, g []string) { s.validateOp(c, g[0], "") }},
 	"T/I/$validate":   {http.MethodPost: func(s *Server, c *gin.Context, g []string) { s.validateOp(c, g[0], g[1]) }},

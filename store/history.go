@@ -72,7 +72,7 @@ func (s *Store) History(ctx context.Context, tenant string, q HistoryQuery) (*Hi
 	case q.Before != nil:
 		filter, dir = beyond(filter, q.Before, "$gt"), 1
 	}
-	rows, err := s.historyRows(ctx, coll, q, filter, dir)
+	rows, err := s.historyRows(ctx, tenant, coll, q, filter, dir)
 	if err != nil {
 		return nil, err
 	}
@@ -137,10 +137,10 @@ func beyond(filter bson.D, pos *HistoryPosition, op string) bson.D {
 	return bson.D{{Key: "$and", Value: bson.A{filter, keyset}}}
 }
 
-// historyRows reads up to Count+1 rows matching filter. With _at, rows that
-// were superseded before the range began are dropped, reading on in batches
-// until the page is full or the rows run out.
-func (s *Store) historyRows(ctx context.Context, coll *mongo.Collection, q HistoryQuery, filter bson.D, dir int) ([]*historyDoc, error) {
+// historyRows reads up to Count+1 rows matching filter. Rows of unfinished
+// transactions are dropped and, with _at, rows superseded before the range
+// began; it reads on in batches until the page is full or the rows run out.
+func (s *Store) historyRows(ctx context.Context, tenant string, coll *mongo.Collection, q HistoryQuery, filter bson.D, dir int) ([]*historyDoc, error) {
 	want := q.Count + 1
 	base := filter
 	var kept []*historyDoc
@@ -158,19 +158,39 @@ func (s *Store) historyRows(ctx context.Context, coll *mongo.Collection, q Histo
 			return nil, dbError("read history", err)
 		}
 		fetched := len(batch)
-		if q.At != nil && fetched > 0 {
+		if fetched > 0 {
 			last := batch[fetched-1]
 			op := map[int]string{-1: "$lt", 1: "$gt"}[dir]
 			filter = beyond(base, &HistoryPosition{LastUpdated: last.LastUpdated, Key: last.Key}, op)
+		}
+		if batch, err = s.dropPending(ctx, tenant, batch); err != nil {
+			return nil, err
+		}
+		if q.At != nil && len(batch) > 0 {
 			if batch, err = s.dropSuperseded(ctx, coll, batch, q.At.Lo); err != nil {
 				return nil, err
 			}
 		}
 		kept = append(kept, batch...)
-		if q.At == nil || fetched < limit || len(kept) >= want {
+		if fetched < limit || len(kept) >= want {
 			return kept, nil
 		}
 	}
+}
+
+// dropPending removes rows of transactions that have not finished.
+func (s *Store) dropPending(ctx context.Context, tenant string, rows []*historyDoc) ([]*historyDoc, error) {
+	pending, err := s.pendingTxns(ctx, tenant, rows)
+	if err != nil || len(pending) == 0 {
+		return rows, err
+	}
+	out := rows[:0]
+	for _, h := range rows {
+		if !pending[h.Txn] {
+			out = append(out, h)
+		}
+	}
+	return out, nil
 }
 
 // dropSuperseded removes rows written at or before lo whose next version was

@@ -83,6 +83,9 @@ type historyDoc struct {
 	Method      string             `bson:"method"`
 	Resource    bson.Raw           `bson:"resource,omitempty"`
 	NumText     []document.NumText `bson:"numText,omitempty"`
+	// Txn names the transaction that wrote the row; the row is hidden while
+	// that transaction's journal entry exists (see journal.go).
+	Txn string `bson:"txn,omitempty"`
 }
 
 func historyKey(typ, id string, vid int) string { return typ + "/" + id + "/" + strconv.Itoa(vid) }
@@ -228,6 +231,11 @@ func (s *Store) VRead(ctx context.Context, tenant, typ, id string, vid string) (
 	if err != nil {
 		return nil, dbError(fmt.Sprintf("vread %s/%s/_history/%d", typ, id, n), err)
 	}
+	if pending, err := s.pendingTxns(ctx, tenant, []*historyDoc{&h}); err != nil {
+		return nil, err
+	} else if pending[h.Txn] {
+		return nil, fmt.Errorf("vread %s/%s/_history/%d: %w", typ, id, n, ErrNotFound)
+	}
 	res, err := h.toResource()
 	if err != nil {
 		return nil, err
@@ -251,10 +259,18 @@ func (s *Store) current(ctx context.Context, tenant, typ, id string) (*storedDoc
 	return &d, nil
 }
 
-// write is the one path every change takes: next version and timestamp,
-// history row (its unique _id is the optimistic lock), then current row.
-func (s *Store) write(ctx context.Context, tenant string, in *prepared, id string, cur *storedDoc, method string) (*Resource, error) {
-	vid, ts := 1, s.now()
+// version is one planned version of a resource: its history row, its
+// current row and what the client sees.
+type version struct {
+	hist historyDoc
+	doc  storedDoc
+	res  *Resource
+}
+
+// buildVersion plans the version after cur (nil for a new resource) written
+// by method at ts, moved past cur's time to keep versions ordered.
+func (s *Store) buildVersion(in *prepared, id string, cur *storedDoc, method string, ts time.Time) (*version, error) {
+	vid := 1
 	if cur != nil {
 		vid = cur.VID + 1
 		if !ts.After(cur.LastUpdated) { // keep one resource's versions strictly ordered in time
@@ -269,29 +285,47 @@ func (s *Store) write(ctx context.Context, tenant string, in *prepared, id strin
 			return nil, err
 		}
 	}
-	if err := s.ensureSearchIndexes(ctx, tenant, in.typ); err != nil {
-		return nil, err
+	v := &version{
+		hist: historyDoc{Key: historyKey(in.typ, id, vid), Type: in.typ, ID: id, VID: vid, LastUpdated: ts, Method: method, Resource: raw, NumText: in.numText},
+		doc:  storedDoc{ID: id, VID: vid, LastUpdated: ts, Deleted: method == "DELETE", Method: method, Resource: raw, NumText: in.numText},
+		res:  &Resource{Type: in.typ, ID: id, VersionID: vid, LastUpdated: ts, Method: method, Deleted: method == "DELETE", JSON: out, Warnings: in.warnings},
 	}
-	db := s.tenantDB(tenant)
-	h := historyDoc{Key: historyKey(in.typ, id, vid), Type: in.typ, ID: id, VID: vid, LastUpdated: ts, Method: method, Resource: raw, NumText: in.numText}
-	if _, err := db.Collection(historyCollection).InsertOne(ctx, h); err != nil {
-		if mongo.IsDuplicateKeyError(err) {
-			s.repair(ctx, tenant, in.typ, id)
-			return nil, fmt.Errorf("%w: version %d was written concurrently", ErrConflict, vid)
-		}
-		return nil, dbError("insert history row", err)
-	}
-	doc := storedDoc{ID: id, VID: vid, LastUpdated: ts, Deleted: method == "DELETE", Method: method, Resource: raw, NumText: in.numText}
-	if !doc.Deleted {
+	if !v.doc.Deleted {
 		var err error
-		if doc.Idx, doc.Sort, err = s.index(in.typ, out); err != nil {
+		if v.doc.Idx, v.doc.Sort, err = s.index(in.typ, out); err != nil {
 			return nil, err
 		}
 	}
-	if err := s.putCurrent(ctx, tenant, in.typ, &doc, cur != nil); err != nil {
+	return v, nil
+}
+
+// write is the one path a single change takes: next version and timestamp,
+// history row (its unique _id is the optimistic lock), then current row.
+func (s *Store) write(ctx context.Context, tenant string, in *prepared, id string, cur *storedDoc, method string) (*Resource, error) {
+	v, err := s.buildVersion(in, id, cur, method, s.now())
+	if err != nil {
 		return nil, err
 	}
-	return &Resource{Type: in.typ, ID: id, VersionID: vid, LastUpdated: ts, Method: method, Deleted: doc.Deleted, JSON: out, Warnings: in.warnings}, nil
+	if err := s.ensureSearchIndexes(ctx, tenant, in.typ); err != nil {
+		return nil, err
+	}
+	if err := s.writeOne(ctx, tenant, v, cur != nil); err != nil {
+		return nil, err
+	}
+	return v.res, nil
+}
+
+// writeOne stores one version: history row, then current row.
+func (s *Store) writeOne(ctx context.Context, tenant string, v *version, exists bool) error {
+	db := s.tenantDB(tenant)
+	if _, err := db.Collection(historyCollection).InsertOne(ctx, v.hist); err != nil {
+		if mongo.IsDuplicateKeyError(err) {
+			s.repair(ctx, tenant, v.hist.Type, v.hist.ID)
+			return fmt.Errorf("%w: version %d of %s/%s was written concurrently", ErrConflict, v.hist.VID, v.hist.Type, v.hist.ID)
+		}
+		return dbError("insert history row", err)
+	}
+	return s.putCurrent(ctx, tenant, v.hist.Type, &v.doc, exists)
 }
 
 // putCurrent makes doc the current row unless a newer version got there first.
@@ -316,6 +350,9 @@ func (s *Store) repair(ctx context.Context, tenant, typ, id string) {
 	filter := bson.D{{Key: "type", Value: typ}, {Key: "id", Value: id}}
 	if err := s.tenantDB(tenant).Collection(historyCollection).FindOne(ctx, filter, opts).Decode(&h); err != nil {
 		return
+	}
+	if pending, err := s.pendingTxns(ctx, tenant, []*historyDoc{&h}); err != nil || pending[h.Txn] {
+		return // a transaction still deciding owns that row
 	}
 	cur, err := s.current(ctx, tenant, typ, id)
 	if err != nil && !errors.Is(err, ErrNotFound) {

@@ -98,6 +98,13 @@ type Options struct {
 	ServerSelectionTimeout time.Duration
 	// Monitor, when set, observes every database command (metrics, tests).
 	Monitor *event.CommandMonitor
+	// Fault, when set, is called at each Fault* point of a transaction
+	// commit; an error stops the commit there as a crash would (tests).
+	Fault func(point string) error
+	// LockTimeout bounds how long a conditional write waits for another
+	// one with the same criteria (default 10s); LockLease is how old a lock
+	// must be before it is taken as abandoned (default 30s).
+	LockTimeout, LockLease time.Duration
 }
 
 // Store is a handle on the database; it is safe for concurrent use.
@@ -129,6 +136,12 @@ func Open(ctx context.Context, uri string, opts Options) (*Store, error) {
 	}
 	if opts.Logger == nil {
 		opts.Logger = zap.NewNop()
+	}
+	if opts.LockTimeout == 0 {
+		opts.LockTimeout = 10 * time.Second
+	}
+	if opts.LockLease == 0 {
+		opts.LockLease = 30 * time.Second
 	}
 	if opts.ServerSelectionTimeout == 0 {
 		opts.ServerSelectionTimeout = 5 * time.Second

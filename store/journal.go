@@ -1,0 +1,382 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.uber.org/zap"
+)
+
+// A transaction of several writes commits through a redo journal, which works
+// on any MongoDB deployment including the embedded engine (no multi-document
+// transactions there):
+//
+//  1. journal: insert {_id: txn, keys} into txnJournal.
+//  2. history: insert every history row, marked txn; a duplicate key is a
+//     conflict with another writer: delete our rows, drop the journal, 409.
+//  3. decide: insert {_id: txn, commit: true} into txnDecisions. The unique
+//     insert is the commit point; recovery decides "abort" by the same insert,
+//     so exactly one of them wins even when both run at once.
+//  4. current: put every current row.
+//  5. done: delete the journal entry, then the decision.
+//
+// History rows marked with a txn whose journal entry still exists are
+// invisible to readers, so nobody sees half a transaction. Recover rolls
+// committed transactions forward and the others back.
+const (
+	txnJournal   = "txnJournal"
+	txnDecisions = "txnDecisions"
+)
+
+// Fault points of the commit protocol, in order (Options.Fault).
+const (
+	FaultJournal = "txn.journal" // before the journal entry is written
+	FaultHistory = "txn.history" // before the history rows are inserted
+	FaultDecide  = "txn.decide"  // before the commit point
+	FaultCurrent = "txn.current" // after the commit point, before current rows
+	FaultDone    = "txn.done"    // after current rows, before the journal is cleared
+)
+
+// journalEntry records an undecided or unfinished transaction.
+type journalEntry struct {
+	ID   string       `bson:"_id"`
+	At   time.Time    `bson:"at"`
+	Keys []journalKey `bson:"keys"`
+}
+
+type journalKey struct {
+	Type   string `bson:"type"`
+	ID     string `bson:"id"`
+	VID    int    `bson:"vid"`
+	Exists bool   `bson:"exists"`
+}
+
+type decision struct {
+	ID     string    `bson:"_id"`
+	Commit bool      `bson:"commit"`
+	At     time.Time `bson:"at"`
+}
+
+// errFault is returned when Options.Fault stops a commit.
+var errFault = errors.New("injected fault")
+
+func (s *Store) fault(point string) error {
+	if s.opts.Fault == nil {
+		return nil
+	}
+	if err := s.opts.Fault(point); err != nil {
+		return fmt.Errorf("%s: %w: %w", point, errFault, err)
+	}
+	return nil
+}
+
+// commitJournal stores versions all or nothing. exists[i] tells whether
+// versions[i] replaces a current row. A duplicate history row fails the
+// whole set with a *OpError wrapping ErrConflict at index owner[i].
+func (s *Store) commitJournal(ctx context.Context, tenant string, versions []*version, exists []bool, owner []int) error {
+	db := s.tenantDB(tenant)
+	txn := uuid.NewString()
+	entry := journalEntry{ID: txn, At: s.opts.Now().UTC(), Keys: make([]journalKey, len(versions))}
+	rows := make([]any, len(versions))
+	for i, v := range versions {
+		entry.Keys[i] = journalKey{Type: v.hist.Type, ID: v.hist.ID, VID: v.hist.VID, Exists: exists[i]}
+		v.hist.Txn = txn
+		rows[i] = v.hist
+	}
+	if err := s.fault(FaultJournal); err != nil {
+		return err
+	}
+	if _, err := db.Collection(txnJournal).InsertOne(ctx, entry); err != nil {
+		return dbError("write transaction journal", err)
+	}
+	// From here on the transaction finishes (or undoes) what it started even
+	// when the client goes away; recovery covers a crash.
+	ctx = context.WithoutCancel(ctx)
+	if err := s.fault(FaultHistory); err != nil {
+		return err
+	}
+	_, err := db.Collection(historyCollection).InsertMany(ctx, rows, options.InsertMany().SetOrdered(false))
+	if err != nil {
+		s.rollBack(ctx, tenant, &entry)
+		if idx, ok := duplicateIndex(err); ok {
+			v := versions[idx]
+			return &OpError{Index: owner[idx], Err: fmt.Errorf("%w: version %d of %s/%s was written concurrently", ErrConflict, v.hist.VID, v.hist.Type, v.hist.ID)}
+		}
+		return dbError("insert history rows", err)
+	}
+	if err := s.fault(FaultDecide); err != nil {
+		return err
+	}
+	committed, err := s.decide(ctx, tenant, txn, true)
+	if err != nil || !committed {
+		s.rollBack(ctx, tenant, &entry)
+		if err != nil {
+			return err
+		}
+		return fmt.Errorf("%w: the transaction was abandoned by recovery", ErrConflict)
+	}
+	if err := s.fault(FaultCurrent); err != nil {
+		return err
+	}
+	if err := s.putCurrentRows(ctx, tenant, versions, exists); err != nil {
+		// Committed: recovery rolls the current rows forward later.
+		s.log.Warn("transaction committed, current rows deferred to recovery", zap.String("tenant", tenant), zap.String("txn", txn), zap.Error(err))
+		return nil
+	}
+	if err := s.fault(FaultDone); err != nil {
+		return err
+	}
+	s.finishTxn(ctx, tenant, txn)
+	return nil
+}
+
+// duplicateIndex finds the first duplicate-key write of a bulk insert.
+func duplicateIndex(err error) (int, bool) {
+	var bwe mongo.BulkWriteException
+	if errors.As(err, &bwe) {
+		for _, we := range bwe.WriteErrors {
+			if isDuplicateCode(we.Code) {
+				return we.Index, true
+			}
+		}
+	}
+	return 0, false
+}
+
+func isDuplicateCode(code int) bool { return code == 11000 || code == 11001 || code == 12582 }
+
+// decide records the fate of txn with a unique insert; whichever of the
+// committer and recovery inserts first wins. It reports the decision.
+func (s *Store) decide(ctx context.Context, tenant, txn string, commit bool) (bool, error) {
+	coll := s.tenantDB(tenant).Collection(txnDecisions)
+	_, err := coll.InsertOne(ctx, decision{ID: txn, Commit: commit, At: s.opts.Now().UTC()})
+	if err == nil {
+		return commit, nil
+	}
+	if !mongo.IsDuplicateKeyError(err) {
+		return false, dbError("decide transaction", err)
+	}
+	var d decision
+	if err := coll.FindOne(ctx, bson.D{{Key: "_id", Value: txn}}).Decode(&d); err != nil {
+		return false, dbError("read transaction decision", err)
+	}
+	return d.Commit, nil
+}
+
+// putCurrentRows writes the current rows of a committed transaction: new
+// resources in one insert, replaced ones one by one.
+func (s *Store) putCurrentRows(ctx context.Context, tenant string, versions []*version, exists []bool) error {
+	byType := map[string][]any{}
+	var order []string
+	for i, v := range versions {
+		if exists[i] {
+			if err := s.putCurrent(ctx, tenant, v.hist.Type, &v.doc, true); err != nil {
+				return err
+			}
+			continue
+		}
+		if _, ok := byType[v.hist.Type]; !ok {
+			order = append(order, v.hist.Type)
+		}
+		byType[v.hist.Type] = append(byType[v.hist.Type], &v.doc)
+	}
+	for _, typ := range order {
+		docs := byType[typ]
+		_, err := s.tenantDB(tenant).Collection(typ).InsertMany(ctx, docs, options.InsertMany().SetOrdered(false))
+		if err == nil {
+			continue
+		}
+		var bwe mongo.BulkWriteException
+		if !errors.As(err, &bwe) || len(bwe.WriteErrors) == 0 {
+			return dbError("insert current rows", err)
+		}
+		for _, we := range bwe.WriteErrors { // a row already there: replace it if older
+			if !isDuplicateCode(we.Code) {
+				return dbError("insert current rows", err)
+			}
+			if err := s.putCurrent(ctx, tenant, typ, docs[we.Index].(*storedDoc), true); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// finishTxn clears a finished transaction's journal entry (making its history
+// rows visible) and then its decision.
+func (s *Store) finishTxn(ctx context.Context, tenant, txn string) {
+	db := s.tenantDB(tenant)
+	byID := bson.D{{Key: "_id", Value: txn}}
+	if _, err := db.Collection(txnJournal).DeleteOne(ctx, byID); err != nil {
+		s.log.Warn("clear transaction journal", zap.String("tenant", tenant), zap.String("txn", txn), zap.Error(err))
+		return
+	}
+	if _, err := db.Collection(txnDecisions).DeleteOne(ctx, byID); err != nil {
+		s.log.Warn("clear transaction decision", zap.String("tenant", tenant), zap.String("txn", txn), zap.Error(err))
+	}
+}
+
+// rollBack removes the history rows an undecided transaction inserted and
+// its journal entry; rows of other writers are left alone.
+func (s *Store) rollBack(ctx context.Context, tenant string, entry *journalEntry) {
+	keys := make([]string, len(entry.Keys))
+	for i, k := range entry.Keys {
+		keys[i] = historyKey(k.Type, k.ID, k.VID)
+	}
+	filter := bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: keys}}}, {Key: "txn", Value: entry.ID}}
+	if _, err := s.tenantDB(tenant).Collection(historyCollection).DeleteMany(ctx, filter); err != nil {
+		s.log.Warn("roll back transaction", zap.String("tenant", tenant), zap.String("txn", entry.ID), zap.Error(err))
+		return // the journal entry stays; recovery retries
+	}
+	s.finishTxn(ctx, tenant, entry.ID)
+}
+
+// rollForward puts the current rows of a committed transaction from its
+// history rows.
+func (s *Store) rollForward(ctx context.Context, tenant string, entry *journalEntry) error {
+	for _, k := range entry.Keys {
+		var h historyDoc
+		err := s.tenantDB(tenant).Collection(historyCollection).FindOne(ctx, bson.D{{Key: "_id", Value: historyKey(k.Type, k.ID, k.VID)}}).Decode(&h)
+		if err != nil {
+			return dbError("read committed history row", err)
+		}
+		doc := storedDoc{ID: h.ID, VID: h.VID, LastUpdated: h.LastUpdated, Deleted: h.Method == "DELETE", Method: h.Method, Resource: h.Resource, NumText: h.NumText}
+		if !doc.Deleted {
+			res, err := h.toResource()
+			if err != nil {
+				return err
+			}
+			if doc.Idx, doc.Sort, err = s.index(h.Type, res.JSON); err != nil {
+				return err
+			}
+		}
+		if err := s.putCurrent(ctx, tenant, h.Type, &doc, false); err != nil {
+			return err
+		}
+	}
+	s.finishTxn(ctx, tenant, entry.ID)
+	return nil
+}
+
+// RecoveryReport counts what Recover did.
+type RecoveryReport struct {
+	RolledForward, RolledBack int
+}
+
+// Recover finishes transactions interrupted by a crash in every tenant:
+// committed ones are rolled forward, undecided ones back. Only journal
+// entries older than olderThan are touched, so transactions that another
+// live process is committing are left to it.
+func (s *Store) Recover(ctx context.Context, olderThan time.Duration) (RecoveryReport, error) {
+	var total RecoveryReport
+	tenants, err := s.ListTenants(ctx)
+	if err != nil {
+		return total, err
+	}
+	for _, t := range tenants {
+		r, err := s.RecoverTenant(ctx, t.Name, olderThan)
+		total.RolledForward += r.RolledForward
+		total.RolledBack += r.RolledBack
+		if err != nil {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
+// RecoverTenant is Recover for one tenant.
+func (s *Store) RecoverTenant(ctx context.Context, tenant string, olderThan time.Duration) (RecoveryReport, error) {
+	var r RecoveryReport
+	db := s.tenantDB(tenant)
+	cutoff := s.opts.Now().UTC().Add(-olderThan)
+	cur, err := db.Collection(txnJournal).Find(ctx, bson.D{{Key: "at", Value: bson.D{{Key: "$lte", Value: cutoff}}}})
+	if err != nil {
+		return r, dbError("read transaction journal", err)
+	}
+	var entries []journalEntry
+	if err := cur.All(ctx, &entries); err != nil {
+		return r, dbError("read transaction journal", err)
+	}
+	for i := range entries {
+		e := &entries[i]
+		committed, err := s.decide(ctx, tenant, e.ID, false)
+		if err != nil {
+			return r, err
+		}
+		if committed {
+			if err := s.rollForward(ctx, tenant, e); err != nil {
+				return r, fmt.Errorf("roll transaction %s forward: %w", e.ID, err)
+			}
+			r.RolledForward++
+		} else {
+			s.rollBack(ctx, tenant, e)
+			r.RolledBack++
+		}
+		s.log.Info("recovered transaction", zap.String("tenant", tenant), zap.String("txn", e.ID), zap.Bool("committed", committed))
+	}
+	return r, s.dropStaleDecisions(ctx, tenant, cutoff)
+}
+
+// dropStaleDecisions removes decisions whose journal entry is gone (a crash
+// between the two deletes of finishTxn).
+func (s *Store) dropStaleDecisions(ctx context.Context, tenant string, cutoff time.Time) error {
+	db := s.tenantDB(tenant)
+	cur, err := db.Collection(txnDecisions).Find(ctx, bson.D{{Key: "at", Value: bson.D{{Key: "$lte", Value: cutoff}}}})
+	if err != nil {
+		return dbError("read transaction decisions", err)
+	}
+	var ds []decision
+	if err := cur.All(ctx, &ds); err != nil {
+		return dbError("read transaction decisions", err)
+	}
+	for _, d := range ds {
+		n, err := db.Collection(txnJournal).CountDocuments(ctx, bson.D{{Key: "_id", Value: d.ID}})
+		if err != nil {
+			return dbError("read transaction journal", err)
+		}
+		if n == 0 {
+			if _, err := db.Collection(txnDecisions).DeleteOne(ctx, bson.D{{Key: "_id", Value: d.ID}}); err != nil {
+				return dbError("clear transaction decision", err)
+			}
+		}
+	}
+	return nil
+}
+
+// pendingTxns reports which transactions named by rows are still in the
+// journal: their rows are not (yet, or any more) part of history.
+func (s *Store) pendingTxns(ctx context.Context, tenant string, rows []*historyDoc) (map[string]bool, error) {
+	var ids []string
+	seen := map[string]bool{}
+	for _, h := range rows {
+		if h.Txn != "" && !seen[h.Txn] {
+			seen[h.Txn] = true
+			ids = append(ids, h.Txn)
+		}
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	cur, err := s.tenantDB(tenant).Collection(txnJournal).Find(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}},
+		options.Find().SetProjection(bson.D{{Key: "_id", Value: 1}}))
+	if err != nil {
+		return nil, dbError("read transaction journal", err)
+	}
+	var open []struct {
+		ID string `bson:"_id"`
+	}
+	if err := cur.All(ctx, &open); err != nil {
+		return nil, dbError("read transaction journal", err)
+	}
+	pending := make(map[string]bool, len(open))
+	for _, o := range open {
+		pending[o.ID] = true
+	}
+	return pending, nil
+}
