@@ -89,6 +89,8 @@ func (s *Store) commitJournal(ctx context.Context, tenant string, versions []*ve
 		v.hist.Txn = txn
 		rows[i] = v.hist
 	}
+	s.live.Store(txn, true)
+	defer s.live.Delete(txn)
 	if err := s.fault(FaultJournal); err != nil {
 		return err
 	}
@@ -305,6 +307,9 @@ func (s *Store) RecoverTenant(ctx context.Context, tenant string, olderThan time
 	}
 	for i := range entries {
 		e := &entries[i]
+		if _, live := s.live.Load(e.ID); live {
+			continue
+		}
 		committed, err := s.decide(ctx, tenant, e.ID, false)
 		if err != nil {
 			return r, err

@@ -118,6 +118,9 @@ type Store struct {
 	// indexMu serializes index creation: the embedded engine fails when two
 	// clients create the same index at once.
 	indexMu sync.Mutex
+	// live holds the transactions this process is committing; recovery
+	// leaves them alone however old they are.
+	live sync.Map
 }
 
 // Open connects to the MongoDB at uri and checks it answers.

@@ -24,6 +24,8 @@ var settings = []setting{
 	{"default-tenant", "FHIRSTORE_DEFAULT_TENANT", "demo", "tenant for hosts without a tenant label (empty disables it)"},
 	{"mongodb-uri", "FHIRSTORE_MONGODB_URI", "", "MongoDB connection string; empty runs the embedded database in the data dir"},
 	{"max-body-bytes", "FHIRSTORE_MAX_BODY_BYTES", "16777216", "largest accepted request body in bytes"},
+	{"max-bundle-entries", "FHIRSTORE_MAX_BUNDLE_ENTRIES", "10000", "most entries a batch or transaction Bundle may have"},
+	{"txn-recovery-age", "FHIRSTORE_TXN_RECOVERY_AGE", "30s", "age at which an unfinished transaction of another process is recovered"},
 	{"log-level", "FHIRSTORE_LOG_LEVEL", "info", "log level: debug, info, warn or error"},
 	{"shutdown-timeout", "FHIRSTORE_SHUTDOWN_TIMEOUT", "20s", "how long a graceful shutdown waits for requests in flight"},
 	{"tenant", "FHIRSTORE_TENANT", "demo", "tenant the token is for"},

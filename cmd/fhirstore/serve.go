@@ -25,7 +25,7 @@ import (
 // indexes exist from the moment a tenant is created.
 var specTypes = []string{"Patient", "QuestionnaireResponse", "Practitioner", "EpisodeOfCare", "DiagnosticReport", "CarePlan", "List", "Questionnaire"}
 
-var serveFlags = []string{"addr", "data-dir", "base-domain", "default-tenant", "mongodb-uri", "max-body-bytes", "log-level", "shutdown-timeout"}
+var serveFlags = []string{"addr", "data-dir", "base-domain", "default-tenant", "mongodb-uri", "max-body-bytes", "max-bundle-entries", "txn-recovery-age", "log-level", "shutdown-timeout"}
 
 // serve runs the server until ctx is cancelled (SIGINT or SIGTERM).
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -41,6 +41,14 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	shutdownTimeout, err := cfg.duration("shutdown-timeout")
+	if err != nil {
+		return err
+	}
+	maxEntries, err := cfg.int64("max-bundle-entries")
+	if err != nil {
+		return err
+	}
+	recoveryAge, err := cfg.duration("txn-recovery-age")
 	if err != nil {
 		return err
 	}
@@ -75,6 +83,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer db.close()
+	if err := recoverTransactions(ctx, db, recoveryAge, logger); err != nil {
+		return err
+	}
 	if t := cfg.str("default-tenant"); t != "" {
 		if err := db.store.EnsureTenant(ctx, t); err != nil {
 			return fmt.Errorf("create default tenant %s: %w", t, err)
@@ -91,7 +102,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		return c.Tenant, true
 	})
-	srvCfg := server.Config{BaseDomain: cfg.str("base-domain"), DefaultTenant: cfg.str("default-tenant"), MaxBodyBytes: maxBody, Version: version, REST: rest, Registry: registry}
+	srvCfg := server.Config{BaseDomain: cfg.str("base-domain"), DefaultTenant: cfg.str("default-tenant"), MaxBodyBytes: maxBody,
+		MaxBundleEntries: int(maxEntries), Version: version, REST: rest, Registry: registry}
 	h := server.New(srvCfg, db.store, auth.HS256{Key: key, Issuer: auth.DevIssuer, Leeway: time.Minute}, logger)
 	httpSrv := &http.Server{
 		Handler:           h,
@@ -102,6 +114,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- httpSrv.Serve(ln) }()
+	go sweepTransactions(ctx, db.store, recoveryAge, logger)
 	lifecycle.Info("listening", zap.String("addr", ln.Addr().String()), zap.Bool("embedded_db", db.embedded != nil))
 	if err := printBanner(stdout, ln.Addr(), srvCfg, key); err != nil {
 		logger.Warn("print start-up banner", zap.Error(err))
@@ -158,4 +171,39 @@ func newLogger(level string, w io.Writer) (*zap.Logger, error) {
 	enc.TimeKey, enc.EncodeTime = "time", zapcore.ISO8601TimeEncoder
 	core := zapcore.NewCore(zapcore.NewJSONEncoder(enc), zapcore.AddSync(w), lvl)
 	return zap.New(core, zap.ErrorOutput(zapcore.AddSync(w))), nil
+}
+
+// recoverTransactions finishes transactions a crash interrupted. The
+// embedded database belongs to this process alone, so every unfinished
+// transaction in it is an orphan; on a shared MongoDB only those older than
+// age are, the others may belong to a live server.
+func recoverTransactions(ctx context.Context, db *database, age time.Duration, logger *zap.Logger) error {
+	if db.embedded != nil {
+		age = 0
+	}
+	r, err := db.store.Recover(ctx, age)
+	if err != nil {
+		return fmt.Errorf("recover unfinished transactions: %w", err)
+	}
+	if r.RolledForward+r.RolledBack > 0 {
+		logger.Info("recovered unfinished transactions", zap.Int("rolled_forward", r.RolledForward), zap.Int("rolled_back", r.RolledBack))
+	}
+	return nil
+}
+
+// sweepTransactions recovers transactions abandoned by other processes (or
+// by database errors) every age until ctx ends.
+func sweepTransactions(ctx context.Context, st *store.Store, age time.Duration, logger *zap.Logger) {
+	tick := time.NewTicker(age)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			if _, err := st.Recover(ctx, age); err != nil && ctx.Err() == nil {
+				logger.Warn("recover unfinished transactions", zap.Error(err))
+			}
+		}
+	}
 }
