@@ -36,6 +36,27 @@ type DB struct {
 // embedded one in a temporary directory. Call Close when the tests are done.
 func Start(ctx context.Context) (*DB, error) {
 	run := fmt.Sprintf("t%d", time.Now().UnixNano()%1_000_000_000)
+	if os.Getenv(EnvURI) != "" {
+		return StartAt(ctx, "", run)
+	}
+	dir, err := os.MkdirTemp("", "fhirstore-test-db-*")
+	if err != nil {
+		return nil, fmt.Errorf("temp dir for test database: %w", err)
+	}
+	d, err := StartAt(ctx, dir, run)
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
+	stop := d.stop
+	d.stop = func() { stop(); _ = os.RemoveAll(dir) }
+	return d, nil
+}
+
+// StartAt is Start on the embedded database files in dir, which are kept
+// on Close, with database names prefixed by run: a later process (or the
+// same one after a crash) finds the same data with the same arguments.
+func StartAt(ctx context.Context, dir, run string) (*DB, error) {
 	v, err := fhirschema.NewValidator()
 	if err != nil {
 		return nil, err
@@ -47,25 +68,19 @@ func Start(ctx context.Context) (*DB, error) {
 	if uri := os.Getenv(EnvURI); uri != "" {
 		return &DB{URI: uri, stop: func() {}, run: run, validator: v, registry: reg}, nil
 	}
-	dir, err := os.MkdirTemp("", "fhirstore-test-db-*")
-	if err != nil {
-		return nil, fmt.Errorf("temp dir for test database: %w", err)
-	}
 	srv, err := embedded.Start(ctx, dir, nil)
 	if err != nil {
-		_ = os.RemoveAll(dir)
 		return nil, err
 	}
 	stop := func() {
 		sctx, cancel := context.WithTimeout(context.Background(), embedded.StopTimeout)
 		defer cancel()
 		_ = srv.Stop(sctx)
-		_ = os.RemoveAll(dir)
 	}
 	return &DB{URI: srv.URI(), stop: stop, run: run, validator: v, registry: reg}, nil
 }
 
-// Close stops an embedded database and removes its files.
+// Close stops an embedded database (removing the files Start created).
 func (d *DB) Close() { d.stop() }
 
 // Options are the store options the product uses, schema validation
