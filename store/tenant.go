@@ -11,6 +11,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.uber.org/zap"
 )
 
 // tenantName is a DNS label: it is the first label of the host name and
@@ -247,12 +248,33 @@ func (s *Store) ensureSearchIndexes(ctx context.Context, tenant, typ string) err
 		}
 	}
 	if len(models) > 0 {
-		if _, err := iv.CreateMany(ctx, models); err != nil {
+		if err := s.createIndexes(ctx, s.tenantDB(tenant).Collection(typ), models); err != nil {
 			return dbError("create search indexes of "+key, err)
 		}
 	}
 	s.indexed.Store(key, true)
 	return nil
+}
+
+// createIndexes creates models on coll. The embedded engine can be left
+// with an index its catalogue does not know when a process dies while
+// creating it, and then refuses to create it again; a collection that holds
+// no documents yet is dropped and its indexes created afresh.
+func (s *Store) createIndexes(ctx context.Context, coll *mongo.Collection, models []mongo.IndexModel) error {
+	_, err := coll.Indexes().CreateMany(ctx, models)
+	if err == nil || !strings.Contains(err.Error(), "already exists") {
+		return err
+	}
+	n, cerr := coll.CountDocuments(ctx, bson.D{})
+	if cerr != nil || n > 0 {
+		return err
+	}
+	s.log.Warn("recreating an empty collection with a half-created index", zap.String("collection", coll.Database().Name()+"."+coll.Name()), zap.Error(err))
+	if derr := coll.Drop(ctx); derr != nil {
+		return fmt.Errorf("%w (drop to recreate: %w)", err, derr)
+	}
+	_, err = coll.Indexes().CreateMany(ctx, models)
+	return err
 }
 
 // forgetIndexes drops what this process remembers of a tenant's indexes.
