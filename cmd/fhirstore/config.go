@@ -31,6 +31,11 @@ var settings = []setting{
 	{"tenant", "FHIRSTORE_TENANT", "demo", "tenant the token is for"},
 	{"scope", "FHIRSTORE_TOKEN_SCOPE", "system/*.*", "space-separated scopes of the token"},
 	{"ttl", "FHIRSTORE_TOKEN_TTL", "1h", "lifetime of the token"},
+	{"url", "FHIRSTORE_URL", "http://localhost:8080/fhir/r4", "FHIR base URL to load into"},
+	{"token", "FHIRSTORE_TOKEN", "", "bearer token for --url; empty signs a dev token for --tenant with the data dir's key"},
+	{"workers", "FHIRSTORE_LOAD_WORKERS", "4", "Bundles sent at the same time"},
+	{"batch-size", "FHIRSTORE_LOAD_BATCH_SIZE", "500", "ndjson lines per transaction Bundle"},
+	{"direct", "FHIRSTORE_LOAD_DIRECT", "false", "write into the database of --data-dir or --mongodb-uri in-process instead of posting to --url"},
 }
 
 // config holds parsed settings by flag name.

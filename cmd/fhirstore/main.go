@@ -3,6 +3,7 @@
 //	fhirstore [serve] [flags]            run the server (the default)
 //	fhirstore token --tenant NAME        print a dev bearer token
 //	fhirstore tenant create|list|delete  manage tenants
+//	fhirstore load [flags] PATH...       load Bundles and ndjson files
 package main
 
 import (
@@ -45,10 +46,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return token(args, stdout, stderr)
 	case "tenant":
 		return tenant(ctx, args, stdout, stderr)
+	case "load":
+		return load(ctx, args, stdout, stderr)
 	case "help":
-		fmt.Fprintln(stdout, "usage: fhirstore [serve|token|tenant] [flags]; fhirstore COMMAND -h for its flags")
+		fmt.Fprintln(stdout, "usage: fhirstore [serve|token|tenant|load] [flags]; fhirstore COMMAND -h for its flags")
 		return nil
 	default:
-		return fmt.Errorf("unknown command %q (want serve, token or tenant)", cmd)
+		return fmt.Errorf("unknown command %q (want serve, token, tenant or load)", cmd)
 	}
 }

@@ -38,6 +38,13 @@ func Start(ctx context.Context, dir string, logger *zap.Logger) (*Server, error)
 	if err := checkWritable(abs); err != nil {
 		return nil, err
 	}
+	dropped, err := Repair(ctx, abs)
+	if err != nil {
+		return nil, fmt.Errorf("embedded database: %w", err)
+	}
+	if len(dropped) > 0 && logger != nil {
+		logger.Warn("embedded database: dropped what a crash left half-created", zap.Strings("statements", dropped))
+	}
 	core := zapcore.NewNopCore()
 	if logger != nil {
 		core = logger.Core()

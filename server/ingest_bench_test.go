@@ -1,0 +1,131 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"fhirstore/store/document"
+)
+
+// ingestBundles are the Synthea patient bundles (transactions); the
+// hospital and practitioner batches they refer to are loaded first.
+func ingestBundles(b *testing.B) [][]byte {
+	b.Helper()
+	files, err := filepath.Glob(filepath.Join(synDir, "*_*.json"))
+	if err != nil || len(files) == 0 {
+		b.Fatalf("no Synthea patient bundles in %s: %v", synDir, err)
+	}
+	var out [][]byte
+	for _, f := range files {
+		body, err := os.ReadFile(f)
+		if err != nil {
+			b.Fatal(err)
+		}
+		out = append(out, body)
+	}
+	return out
+}
+
+// postBundle posts a Bundle and fails unless it answers 200.
+func postBundle(b *testing.B, e *env, body []byte) {
+	b.Helper()
+	r := e.do(request{Method: http.MethodPost, Path: "/", Body: string(body)})
+	if r.Status != http.StatusOK {
+		b.Fatalf("POST bundle: %d %.500s", r.Status, r.Body)
+	}
+}
+
+// bundleDocuments decodes the resources of a Bundle's entries by type, as
+// the store decodes them.
+func bundleDocuments(b *testing.B, body []byte) map[string][]any {
+	b.Helper()
+	var bundle struct {
+		Entry []struct {
+			Resource json.RawMessage `json:"resource"`
+		} `json:"entry"`
+	}
+	if err := json.Unmarshal(body, &bundle); err != nil {
+		b.Fatal(err)
+	}
+	docs := map[string][]any{}
+	for _, en := range bundle.Entry {
+		dec, err := document.FromJSON(en.Resource, document.DefaultMaxDepth)
+		if err != nil {
+			b.Fatal(err)
+		}
+		var typ string
+		for _, el := range dec.Doc {
+			if el.Key == "resourceType" {
+				typ, _ = el.Value.(string)
+			}
+		}
+		docs[typ] = append(docs[typ], dec.Doc)
+	}
+	return docs
+}
+
+// BenchmarkSyntheaIngest loads the Synthea patient bundles as transactions
+// through POST / and, in the same run on the same database, inserts the
+// same resources with one InsertMany per type and bundle through the
+// driver; it reports resources/s of both and their ratio.
+func BenchmarkSyntheaIngest(b *testing.B) {
+	ctx := context.Background()
+	e := newEnv(b)
+	for _, f := range []string{"hospitalInformation.json", "practitionerInformation.json"} {
+		body, err := os.ReadFile(filepath.Join(synDir, f))
+		if err != nil {
+			b.Fatal(err)
+		}
+		postBundle(b, e, body)
+	}
+	bundles := ingestBundles(b)
+	docs := make([]map[string][]any, len(bundles))
+	resources := 0
+	for i, body := range bundles {
+		docs[i] = bundleDocuments(b, body)
+		for _, d := range docs[i] {
+			resources += len(d)
+		}
+	}
+	client, err := mongo.Connect(options.Client().ApplyURI(db.URI))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = client.Disconnect(ctx) }()
+	raw := client.Database(fmt.Sprintf("fhirstore_bench_raw_%d", time.Now().UnixNano()%1_000_000))
+	defer func() { _ = raw.Drop(ctx) }()
+
+	var ingest, insert time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		start := time.Now()
+		for _, body := range bundles {
+			postBundle(b, e, body)
+		}
+		ingest += time.Since(start)
+		start = time.Now()
+		for _, byType := range docs {
+			for typ, list := range byType {
+				if _, err := raw.Collection(typ).InsertMany(ctx, list); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		insert += time.Since(start) // the driver adds _id to its copy, so rounds can repeat
+	}
+	b.StopTimer()
+	n := float64(resources * b.N)
+	ingestRate, insertRate := n/ingest.Seconds(), n/insert.Seconds()
+	b.ReportMetric(ingestRate, "ingest-resources/s")
+	b.ReportMetric(insertRate, "insertmany-resources/s")
+	b.ReportMetric(ingestRate/insertRate, "ratio")
+}
