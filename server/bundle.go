@@ -49,7 +49,7 @@ type bundleOut struct {
 	ID           string           `json:"id,omitempty"`
 	Type         string           `json:"type"`
 	Timestamp    string           `json:"timestamp,omitempty"`
-	Entry        []bundleEntryOut `json:"entry"`
+	Entry        []bundleEntryOut `json:"entry,omitempty"` // FHIR JSON has no empty arrays
 }
 
 type bundleEntryOut struct {
@@ -252,7 +252,7 @@ func entryError(i int, typ string, err error) error {
 			is.Expression = prefix
 		case strings.HasPrefix(is.Expression, typ+"."):
 			is.Expression = prefix + ".resource." + strings.TrimPrefix(is.Expression, typ+".")
-		case strings.HasPrefix(is.Expression, "request.") || strings.HasPrefix(is.Expression, "fullUrl") || strings.HasPrefix(is.Expression, "resource"):
+		case strings.HasPrefix(is.Expression, "request.") || is.Expression == "fullUrl":
 			is.Expression = prefix + "." + is.Expression
 		default:
 			is.Expression = prefix + ".resource." + is.Expression
@@ -350,9 +350,11 @@ func entryURL(raw, base string) (string, string, error) {
 	if raw == "" {
 		return "", "", errors.New("request.url is empty")
 	}
+	// Only the path says whether the URL is absolute: criteria such as
+	// identifier=http://...|v carry "://" in the query.
 	if strings.HasPrefix(raw, base+"/") {
 		raw = strings.TrimPrefix(raw, base+"/")
-	} else if strings.Contains(raw, "://") {
+	} else if p, _, _ := strings.Cut(raw, "?"); strings.Contains(p, "://") {
 		return "", "", fmt.Errorf("request.url %s is not under this server's base %s", raw, base)
 	}
 	path, query, _ := strings.Cut(strings.TrimPrefix(raw, "/"), "?")
@@ -372,6 +374,9 @@ func (s *Server) readEntry(ctx context.Context, call *bundleCall, e *entry) bund
 	req.Host = call.host
 	if v := call.header.Get("Authorization"); v != "" {
 		req.Header.Set("Authorization", v)
+	}
+	if strings.HasPrefix(call.base, "https://") { // links in the answer name the client's base
+		req.Header.Set("X-Forwarded-Proto", "https")
 	}
 	for _, h := range []string{"If-None-Match", "If-Modified-Since"} {
 		if v := map[string]string{"If-None-Match": e.in.Request.IfNoneMatch, "If-Modified-Since": e.in.Request.IfModifiedSince}[h]; v != "" {

@@ -40,6 +40,7 @@ type env struct {
 func newEnv(t testing.TB, mutate ...func(*server.Config, *store.Options)) *env {
 	t.Helper()
 	opts := db.Options()
+	opts.Exclusive = true // each env owns its tenant, like a server its embedded database
 	cfg := server.Config{BaseDomain: "localhost", MaxBodyBytes: server.DefaultMaxBodyBytes, Registry: db.Registry()}
 	for _, m := range mutate {
 		m(&cfg, &opts)

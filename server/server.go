@@ -89,6 +89,7 @@ func (s *Server) routes() *gin.Engine {
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
 	e.Any("/fhir/r4/*path", s.fhirFormat, s.fhir)
+	e.Any("/fhir/r4", s.fhirFormat, s.fhir) // the base itself: POST of a batch or transaction
 	if s.cfg.REST != nil {
 		e.Any(restPrefix+"/*path", s.tenant, s.authenticate, gin.WrapH(s.cfg.REST))
 	}

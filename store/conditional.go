@@ -45,11 +45,33 @@ func (s *Store) matchCondition(ctx context.Context, tenant, typ, condition strin
 		return nil, err
 	}
 	q.Count, q.Total = 2, "none"
+	cacheable := s.opts.Exclusive && len(q.Chains) == 0 && len(q.Has) == 0
+	key, gen := tenant+"/"+typ+"?"+condition, s.matches.generation(tenant, typ)
+	if cacheable {
+		if hit, ok := s.matches.get(key, gen); ok && s.stillCurrent(ctx, tenant, typ, hit) {
+			return hit, nil
+		}
+	}
 	page, err := s.Search(ctx, tenant, q)
 	if err != nil {
 		return nil, err
 	}
+	if cacheable {
+		s.matches.put(key, gen, page.Entries)
+	}
 	return page.Entries, nil
+}
+
+// stillCurrent checks that cached matches are still the current versions,
+// in case a tenant was dropped and created again by another process.
+func (s *Store) stillCurrent(ctx context.Context, tenant, typ string, matches []*Resource) bool {
+	for _, m := range matches {
+		cur, err := s.current(ctx, tenant, typ, m.ID)
+		if err != nil || cur.Deleted || cur.VID != m.VersionID {
+			return false
+		}
+	}
+	return true
 }
 
 func resultParam(name string) bool {

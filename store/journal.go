@@ -191,6 +191,7 @@ func (s *Store) putCurrentRows(ctx context.Context, tenant string, versions []*v
 	for _, typ := range order {
 		docs := byType[typ]
 		_, err := s.tenantDB(tenant).Collection(typ).InsertMany(ctx, docs, options.InsertMany().SetOrdered(false))
+		s.changed(tenant, typ)
 		if err == nil {
 			continue
 		}

@@ -330,6 +330,7 @@ func (s *Store) writeOne(ctx context.Context, tenant string, v *version, exists 
 
 // putCurrent makes doc the current row unless a newer version got there first.
 func (s *Store) putCurrent(ctx context.Context, tenant, typ string, doc *storedDoc, exists bool) error {
+	defer s.changed(tenant, typ)
 	coll := s.tenantDB(tenant).Collection(typ)
 	if !exists {
 		_, err := coll.InsertOne(ctx, doc)

@@ -26,7 +26,7 @@ var (
 	ErrNotFound           = errors.New("not found")                // 404
 	ErrGone               = errors.New("deleted")                  // 410
 	ErrConflict           = errors.New("version conflict")         // 409
-	ErrPreconditionFailed = errors.New("version does not match")   // 412
+	ErrPreconditionFailed = errors.New("precondition failed")      // 412
 	ErrTenantNotFound     = errors.New("tenant not found")         // 404
 	ErrTenantExists       = errors.New("tenant already exists")    // 409
 	ErrUnavailable        = errors.New("database unavailable")     // 503
@@ -98,6 +98,10 @@ type Options struct {
 	ServerSelectionTimeout time.Duration
 	// Monitor, when set, observes every database command (metrics, tests).
 	Monitor *event.CommandMonitor
+	// Exclusive declares that no other process writes the database, so the
+	// store may keep search results that only its own writes can change
+	// (the criteria of conditional references and creates in bulk loads).
+	Exclusive bool
 	// Fault, when set, is called at each Fault* point of a transaction
 	// commit; an error stops the commit there as a crash would (tests).
 	Fault func(point string) error
@@ -118,6 +122,8 @@ type Store struct {
 	// indexMu serializes index creation: the embedded engine fails when two
 	// clients create the same index at once.
 	indexMu sync.Mutex
+	// matches caches condition searches when Options.Exclusive is set.
+	matches matchCache
 	// live holds the transactions this process is committing; recovery
 	// leaves them alone however old they are.
 	live sync.Map

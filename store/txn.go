@@ -109,7 +109,7 @@ func (s *Store) Transaction(ctx context.Context, tenant string, ops []Op) ([]Res
 		return nil, err
 	}
 	defer unlock()
-	for _, step := range []func(context.Context) error{t.resolve, t.loadCurrent, t.prepare, t.plan, t.commit} {
+	for _, step := range []func(context.Context) error{t.resolve, t.loadCurrent, t.prefetchReferences, t.prepare, t.plan, t.commit} {
 		if err := step(ctx); err != nil {
 			return nil, err
 		}

@@ -29,9 +29,6 @@ type database struct {
 	uriFile  string
 }
 
-// openDatabase opens the external MongoDB when uri is set; otherwise the
-// embedded database of dataDir (shared with a server already running on it
-// when share is true, refused when it is false).
 // storeOptions are what a server adds to the store: validation and indexing.
 type storeOptions struct {
 	validate        store.Validator
@@ -39,6 +36,9 @@ type storeOptions struct {
 	eagerIndexTypes []string
 }
 
+// openDatabase opens the external MongoDB when uri is set; otherwise the
+// embedded database of dataDir (shared with a server already running on it
+// when share is true, refused when it is false).
 func openDatabase(ctx context.Context, uri, dataDir string, share bool, so storeOptions, logger *zap.Logger) (*database, error) {
 	opts := store.Options{ResourceTypes: fhirschema.IsResourceType, Validate: so.validate, Registry: so.registry, EagerIndexTypes: so.eagerIndexTypes, Logger: logger}
 	if uri != "" {
@@ -63,6 +63,7 @@ func openDatabase(ctx context.Context, uri, dataDir string, share bool, so store
 	if err != nil {
 		return nil, err
 	}
+	opts.Exclusive = true // this process started the engine; the others reach it through the server
 	st, err := store.Open(ctx, srv.URI(), opts)
 	if err != nil {
 		stopEmbedded(srv)

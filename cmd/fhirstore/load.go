@@ -201,6 +201,12 @@ func (l *loader) connectDirect(ctx context.Context, cfg *config, stderr io.Write
 	if err != nil {
 		return nil, err
 	}
+	if db.embedded == nil && cfg.str("mongodb-uri") == "" {
+		// The server keeps state about its database that writes behind its
+		// back would make stale.
+		db.close()
+		return nil, fmt.Errorf("a fhirstore server is running on data dir %s; load through it without --direct, or stop it first", dataDir)
+	}
 	if err := db.store.EnsureTenant(ctx, tenant); err != nil {
 		db.close()
 		return nil, fmt.Errorf("create tenant %s: %w", tenant, err)

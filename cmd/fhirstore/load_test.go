@@ -286,18 +286,15 @@ func TestLoadIntoRunningServer(t *testing.T) {
 		}
 	})
 
-	t.Run("direct shares the database of the running server", func(t *testing.T) {
+	t.Run("direct refuses the database of a running server", func(t *testing.T) {
 		file := filepath.Join(t.TempDir(), "shared.ndjson")
 		writeFile(t, file, ndjsonPatients("d1", "d2"))
-		out, _, err := runLoad(t, "--direct", "--data-dir", dataDir, file)
-		if err != nil {
-			t.Fatalf("load --direct: %v\n%s", err, out)
+		_, _, err := runLoad(t, "--direct", "--data-dir", dataDir, file)
+		if err == nil || !strings.Contains(err.Error(), "without --direct") {
+			t.Fatalf("load --direct next to a running server: %v, want a refusal naming the fix", err)
 		}
-		if sum := parseSummary(t, out); sum.ok != 1 || sum.resources != 2 {
-			t.Fatalf("summary:\n%s", out)
-		}
-		if got := readFamily(t, s, host, tok, "d2"); got != "Nd-d2" {
-			t.Fatalf("Patient/d2 through the server: family %q", got)
+		if r := call(t, http.MethodGet, s.url("/fhir/r4/Patient/d1"), host, tok, ""); r.status != http.StatusNotFound {
+			t.Fatalf("Patient/d1 after a refused load: %d, want 404", r.status)
 		}
 	})
 }

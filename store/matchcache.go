@@ -1,0 +1,81 @@
+package store
+
+import (
+	"strings"
+	"sync"
+)
+
+// maxCachedMatches bounds the match cache; it starts over when full.
+const maxCachedMatches = 10000
+
+// matchCache remembers the matches of condition searches with the write
+// generation of the searched type they were read at. A type's generation
+// moves on every change of one of its current rows, so an entry is valid
+// exactly while its generation is current — as long as this process is the
+// only writer (Options.Exclusive). Bulk loads repeat the same conditional
+// references thousands of times; on the embedded engine each search is a
+// scan of the collection.
+type matchCache struct {
+	mu      sync.Mutex
+	gens    map[string]int64 // "tenant/type" → generation
+	entries map[string]cachedMatch
+}
+
+type cachedMatch struct {
+	gen int64
+	res []*Resource
+}
+
+// generation is the current write generation of tenant/typ.
+func (c *matchCache) generation(tenant, typ string) int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.gens[tenant+"/"+typ]
+}
+
+// changed moves the generation of tenant/typ on: every cached search of
+// the type is stale from now on.
+func (s *Store) changed(tenant, typ string) {
+	c := &s.matches
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.gens == nil {
+		c.gens = map[string]int64{}
+	}
+	c.gens[tenant+"/"+typ]++
+}
+
+func (c *matchCache) get(key string, gen int64) ([]*Resource, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.entries[key]
+	if !ok || e.gen != gen || c.gens[key[:strings.IndexByte(key, '?')]] != gen {
+		return nil, false
+	}
+	return e.res, true
+}
+
+func (c *matchCache) put(key string, gen int64, res []*Resource) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.entries == nil || len(c.entries) >= maxCachedMatches {
+		c.entries = map[string]cachedMatch{}
+	}
+	c.entries[key] = cachedMatch{gen: gen, res: res}
+}
+
+// forget drops everything cached about a tenant (created or deleted).
+func (c *matchCache) forget(tenant string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k := range c.entries {
+		if strings.HasPrefix(k, tenant+"/") {
+			delete(c.entries, k)
+		}
+	}
+	for k := range c.gens {
+		if strings.HasPrefix(k, tenant+"/") {
+			c.gens[k]++
+		}
+	}
+}
