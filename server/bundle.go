@@ -184,13 +184,19 @@ func (s *Server) batch(ctx context.Context, call *bundleCall, entries []*entry, 
 	for _, e := range entries {
 		if e.err != nil {
 			out.Entry[e.index] = failedEntry(e.err)
-			continue
 		}
-		if e.op == nil {
-			continue
+	}
+	var ops []store.Op
+	var owners []*entry
+	for _, e := range entries {
+		if e.op != nil {
+			ops = append(ops, *e.op)
+			owners = append(owners, e)
 		}
-		results, err := s.store.Transaction(ctx, call.tenant, []store.Op{*e.op})
-		if err != nil {
+	}
+	results, errs := s.store.Batch(ctx, call.tenant, ops)
+	for i, e := range owners {
+		if err := errs[i]; err != nil {
 			var oe *store.OpError
 			if errors.As(err, &oe) {
 				err = oe.Err
@@ -198,7 +204,7 @@ func (s *Server) batch(ctx context.Context, call *bundleCall, entries []*entry, 
 			out.Entry[e.index] = failedEntry(entryError(e.index, e.op.Type, err))
 			continue
 		}
-		out.Entry[e.index] = writeEntry(call, e, results[0])
+		out.Entry[e.index] = writeEntry(call, e, results[i])
 	}
 	for _, e := range entries {
 		if e.read != "" {

@@ -305,6 +305,19 @@ func TestConcurrentConditionalCreatesMakeOneResource(t *testing.T) {
 				b := btDecode(t, r, "transaction-response", 2)
 				return b.Entry[0].status(t), b.Entry[0].ref(t)
 			}, 1},
+		{"batch entries with ifNoneExist",
+			func(i int, v string) *response {
+				return e.btSend(btBundle("batch",
+					btOp("POST", "Patient", btPatient(fmt.Sprint("Racer", i), v)).ifNoneExist(btCrit(v)),
+					btOp("POST", "Patient", btPatient(fmt.Sprint("Twin", i), v)).ifNoneExist(btCrit(v))), nil)
+			},
+			func(t *testing.T, r *response) (int, string) {
+				b := btDecode(t, r, "batch-response", 2)
+				if b.Entry[1].status(t) != http.StatusOK || b.Entry[1].ref(t) != b.Entry[0].ref(t) {
+					t.Fatalf("the second entry answered %d %s, want 200 and the first entry's %s", b.Entry[1].status(t), b.Entry[1].ref(t), b.Entry[0].ref(t))
+				}
+				return b.Entry[0].status(t), b.Entry[0].ref(t)
+			}, 1},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -445,4 +458,42 @@ func TestConcurrentTransactionsOnOnePatient(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestBatchConditionalWritesSeeEarlierEntries: a batch looks its
+// conditions up together, yet each entry sees what the entries before it
+// wrote, exactly as if it had searched on its own.
+func TestBatchConditionalWritesSeeEarlierEntries(t *testing.T) {
+	e := newEnv(t)
+	old := e.create("Patient", btPatient("Old", "hint-old"))
+	entries := []btEntry{
+		btOp("POST", "Patient", btPatient("First", "hint-x")).ifNoneExist(btCrit("hint-x")),
+		btOp("POST", "Patient", btPatient("Second", "hint-x")).ifNoneExist(btCrit("hint-x")),
+		btOp("PUT", "Patient?"+btCrit("hint-y"), btPatient("ByUpdate", "hint-y")),
+		btOp("POST", "Patient", btPatient("AfterUpdate", "hint-y")).ifNoneExist(btCrit("hint-y")),
+		btOp("POST", "Patient", btPatient("Again", "hint-old")).ifNoneExist(btCrit("hint-old")),
+		btOp("PUT", "Patient?"+btCrit("hint-old"), `{"resourceType":"Patient","id":"`+old+`","identifier":[{"system":"`+btSys+`","value":"hint-moved"}]}`),
+		btOp("POST", "Patient", btPatient("Fresh", "hint-old")).ifNoneExist(btCrit("hint-old")),
+		btOp("POST", "Patient", btPatient("Moved", "hint-moved")).ifNoneExist(btCrit("hint-moved")),
+	}
+	b := btDecode(t, e.btSend(btBundle("batch", entries...), nil), "batch-response", len(entries))
+	btWantStatuses(t, b, 201, 200, 201, 200, 200, 200, 201, 200)
+	same := func(i, j int) {
+		t.Helper()
+		if b.Entry[i].ref(t) != b.Entry[j].ref(t) {
+			t.Fatalf("entry %d answered %s, want entry %d's %s", j, b.Entry[j].ref(t), i, b.Entry[i].ref(t))
+		}
+	}
+	same(0, 1)
+	same(2, 3)
+	same(4, 5)
+	same(5, 7)
+	if b.Entry[4].ref(t) != "Patient/"+old || b.Entry[6].ref(t) == "Patient/"+old {
+		t.Fatalf("entries 4 and 6 answered %s and %s; want the old Patient, then a new one", b.Entry[4].ref(t), b.Entry[6].ref(t))
+	}
+	for v, want := range map[string]int{"hint-x": 1, "hint-y": 1, "hint-old": 1, "hint-moved": 1} {
+		if n := btTotal(t, e, "/Patient?"+btCrit(v)); n != want {
+			t.Fatalf("%d Patients with %s, want %d", n, v, want)
+		}
+	}
 }

@@ -89,6 +89,10 @@ type Options struct {
 	// EagerIndexTypes get their search indexes when a tenant is created;
 	// every other type gets them before its first document is written.
 	EagerIndexTypes []string
+	// SkipSearchIndexes leaves out the indexes on the idx.* search fields.
+	// The embedded engine answers every query with a scan and never uses
+	// them; there they would only slow down each write.
+	SkipSearchIndexes bool
 	// Logger receives store diagnostics.
 	Logger *zap.Logger
 	// Now is the clock; tests may replace it.

@@ -221,7 +221,7 @@ func (s *Store) Owner(ctx context.Context) (string, error) {
 // type's collection, once per process and collection.
 func (s *Store) ensureSearchIndexes(ctx context.Context, tenant, typ string) error {
 	key := tenant + "/" + typ
-	if s.opts.Registry == nil {
+	if s.opts.Registry == nil || s.opts.SkipSearchIndexes {
 		return nil
 	}
 	if _, done := s.indexed.Load(key); done {

@@ -89,6 +89,8 @@ type txn struct {
 	refs map[string]string
 	// resolved caches conditional references (Type?query → Type/id).
 	resolved map[string]string
+	// hints are a batch's prefetched condition matches (nil outside Batch).
+	hints *conditionHints
 }
 
 // Transaction applies ops all or nothing: conditions are resolved through
@@ -96,7 +98,11 @@ type txn struct {
 // and the versions committed through the journal (see journal.go). Any
 // failure is an *OpError naming the op; nothing is stored then.
 func (s *Store) Transaction(ctx context.Context, tenant string, ops []Op) ([]Result, error) {
-	t := &txn{s: s, tenant: tenant, refs: map[string]string{}, resolved: map[string]string{}}
+	return s.transaction(ctx, tenant, ops, nil)
+}
+
+func (s *Store) transaction(ctx context.Context, tenant string, ops []Op, hints *conditionHints) ([]Result, error) {
+	t := &txn{s: s, tenant: tenant, refs: map[string]string{}, resolved: map[string]string{}, hints: hints}
 	for i, op := range ops {
 		t.ops = append(t.ops, &txnOp{Op: op, index: i})
 	}
@@ -117,6 +123,9 @@ func (s *Store) Transaction(ctx context.Context, tenant string, ops []Op) ([]Res
 	results := make([]Result, len(ops))
 	for _, o := range t.ops {
 		results[o.index] = o.result
+		if o.write != nil {
+			t.hints.observe(s, tenant, o.write)
+		}
 	}
 	return results, nil
 }
@@ -184,9 +193,12 @@ func (t *txn) resolveOne(ctx context.Context, o *txnOp) error {
 		}
 		return nil
 	}
-	matches, err := t.s.matchCondition(ctx, t.tenant, o.Type, o.Condition)
-	if err != nil {
-		return err
+	matches, ok := t.hints.lookup(t.s, t.tenant, o.Type, o.Condition)
+	if !ok {
+		var err error
+		if matches, err = t.s.matchCondition(ctx, t.tenant, o.Type, o.Condition); err != nil {
+			return err
+		}
 	}
 	if len(matches) > 1 {
 		return fmt.Errorf("%w: the criteria %s?%s match more than one resource", ErrPreconditionFailed, o.Type, o.Condition)

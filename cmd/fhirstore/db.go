@@ -63,7 +63,8 @@ func openDatabase(ctx context.Context, uri, dataDir string, share bool, so store
 	if err != nil {
 		return nil, err
 	}
-	opts.Exclusive = true // this process started the engine; the others reach it through the server
+	opts.Exclusive = true         // this process started the engine; the others reach it through the server
+	opts.SkipSearchIndexes = true // the engine scans; indexes would only slow writes
 	st, err := store.Open(ctx, srv.URI(), opts)
 	if err != nil {
 		stopEmbedded(srv)
