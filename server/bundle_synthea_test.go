@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"fhirstore/store/storetest"
 )
 
 // btSynthea is a Synthea Bundle as the test reads and posts it.
@@ -59,40 +58,14 @@ func (b *btSynthea) body() string {
 // btConditionalReferences are the Type?criteria references of a Bundle.
 var btConditionalReferences = regexp.MustCompile(`"reference"\s*:\s*"([A-Z][A-Za-z]+\?[^"]+)"`)
 
-// btOnly keeps the plain creates of b, the conditional creates that refer
-// names and the first few others (decoys).
-func btOnly(b *btSynthea, refers map[string]bool) *btSynthea {
-	out := &btSynthea{Type: b.Type}
-	decoys := 3
-	for _, en := range b.Entry {
-		c := en.criteria()
-		if c == "" || refers[c] || decoys > 0 {
-			out.Entry = append(out.Entry, en)
-			if c != "" && !refers[c] {
-				decoys--
-			}
-		}
-	}
-	return out
-}
-
 // TestSyntheaBundlesLoad posts Synthea's batches of Organizations,
 // Locations and Practitioners and patients' transactions, then reads every
 // stored resource back: it is the posted resource with its urn:uuid and
 // conditional references replaced by the Type/id of what they name.
-//
-// Against an external MongoDB every file is posted whole. The embedded
-// engine reads a whole collection for each conditional create (about 2 ms
-// a resource; the 311 conditional creates of hospitalInformation.json take
-// close to a minute), so there the batches are cut to what two patients
-// refer to plus a few others.
+// Every file of testdata/synthea is posted whole.
 func TestSyntheaBundlesLoad(t *testing.T) {
 	e := newEnv(t)
-	full := os.Getenv(storetest.EnvURI) != ""
-	patients := []string{synPatientFile, synOtherPatientFiles[1]}
-	if full {
-		patients = append([]string{synPatientFile}, synOtherPatientFiles...)
-	}
+	patients := append([]string{synPatientFile}, synOtherPatientFiles...)
 	refers := map[string]bool{}
 	for _, name := range patients {
 		raw, err := os.ReadFile(filepath.Join(synDir, name))
@@ -128,9 +101,6 @@ func TestSyntheaBundlesLoad(t *testing.T) {
 	batches := map[string]*btSynthea{}
 	for _, name := range []string{"hospitalInformation.json", "practitionerInformation.json"} {
 		batches[name] = btReadSynthea(t, name)
-		if !full {
-			batches[name] = btOnly(batches[name], refers)
-		}
 		t.Run(name+" is a batch of conditional creates", func(t *testing.T) { load(t, name, batches[name], 201) })
 	}
 	t.Run("every conditional reference of the patients names a stored resource", func(t *testing.T) {
