@@ -40,7 +40,7 @@ var validateOperation = []map[string]string{{"name": "validate", "definition": "
 
 func (s *Server) capabilityStatement(base string) map[string]any {
 	interactions := []map[string]string{}
-	for _, code := range []string{"read", "vread", "update", "delete", "history-instance", "history-type", "create"} {
+	for _, code := range []string{"read", "vread", "update", "patch", "delete", "history-instance", "history-type", "create"} {
 		interactions = append(interactions, map[string]string{"code": code})
 	}
 	var resources []map[string]any
@@ -52,10 +52,10 @@ func (s *Server) capabilityStatement(base string) map[string]any {
 			"versioning":        "versioned-update",
 			"readHistory":       true,
 			"updateCreate":      true,
-			"conditionalCreate": false,
+			"conditionalCreate": true,
 			"conditionalRead":   "not-supported",
-			"conditionalUpdate": false,
-			"conditionalDelete": "not-supported",
+			"conditionalUpdate": true,
+			"conditionalDelete": "single",
 			"operation":         validateOperation,
 		}
 		if params := s.capabilitySearchParams(t); len(params) > 0 {
@@ -77,6 +77,7 @@ func (s *Server) capabilityStatement(base string) map[string]any {
 		},
 		"fhirVersion": fhirschema.FHIRVersion,
 		"format":      []string{"application/fhir+json", "json"},
+		"patchFormat": []string{jsonPatchType},
 		"rest": []map[string]any{{
 			"mode": "server",
 			"security": map[string]any{
@@ -84,7 +85,7 @@ func (s *Server) capabilityStatement(base string) map[string]any {
 				"description": "Every request except this statement needs an OAuth2 bearer token (JWT) whose tenant claim names the tenant of the host.",
 			},
 			"resource":    resources,
-			"interaction": []map[string]string{{"code": "history-system"}},
+			"interaction": []map[string]string{{"code": "transaction"}, {"code": "batch"}, {"code": "history-system"}},
 		}},
 	}
 }

@@ -61,3 +61,42 @@ func asList(v any) []any {
 	l, _ := v.([]any)
 	return l
 }
+
+// TestStatementDeclaresBundlesAndConditionals: what the statement promises
+// about batch, transaction, PATCH and conditional interactions is served.
+func TestStatementDeclaresBundlesAndConditionals(t *testing.T) {
+	e := newEnv(t)
+	cs := e.get("/metadata").JSON(t)
+	rest := cs["rest"].([]any)[0].(map[string]any)
+	codes := map[any]bool{}
+	for _, in := range asList(rest["interaction"]) {
+		codes[in.(map[string]any)["code"]] = true
+	}
+	if !codes["transaction"] || !codes["batch"] {
+		t.Fatalf("system interactions %v lack transaction or batch", codes)
+	}
+	if pf := asList(cs["patchFormat"]); len(pf) != 1 || pf[0] != "application/json-patch+json" {
+		t.Fatalf("patchFormat %v", cs["patchFormat"])
+	}
+	for _, res := range asList(rest["resource"]) {
+		m := res.(map[string]any)
+		if m["type"] != "Patient" {
+			continue
+		}
+		if m["conditionalCreate"] != true || m["conditionalUpdate"] != true || m["conditionalDelete"] != "single" {
+			t.Fatalf("Patient conditional support %v %v %v", m["conditionalCreate"], m["conditionalUpdate"], m["conditionalDelete"])
+		}
+		// each declared conditional answers as declared
+		if r := e.do(request{Method: http.MethodPost, Path: "/Patient", Body: `{"resourceType":"Patient"}`, Header: map[string]string{"If-None-Exist": "identifier=urn:x|1"}}); r.Status != http.StatusCreated {
+			t.Fatalf("conditional create: %d", r.Status)
+		}
+		if r := e.put("/Patient?identifier=urn:x|2", `{"resourceType":"Patient"}`); r.Status != http.StatusCreated {
+			t.Fatalf("conditional update: %d", r.Status)
+		}
+		if r := e.do(request{Method: http.MethodDelete, Path: "/Patient?identifier=urn:x|1"}); r.Status != http.StatusNoContent {
+			t.Fatalf("conditional delete: %d", r.Status)
+		}
+		return
+	}
+	t.Fatal("no Patient in the statement")
+}
