@@ -10,7 +10,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
 )
 
 // btSynthea is a Synthea Bundle as the test reads and posts it.
