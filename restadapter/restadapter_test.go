@@ -24,13 +24,13 @@ func TestRESTRequestsNeedATokenForTheHostsTenant(t *testing.T) {
 	key := []byte("0123456789abcdef0123456789abcdef")
 	st := db.Open(t, db.Options())
 	tenant, other := db.Tenant(t, st), db.Tenant(t, st)
-	rest := restadapter.New(func(ctx context.Context) (string, bool) {
+	rest := restadapter.New(restadapter.Config{TenantOf: func(ctx context.Context) (string, bool) {
 		c, ok := server.CallerFrom(ctx)
 		if !ok {
 			return "", false
 		}
 		return c.Tenant, true
-	})
+	}, Store: st, Registry: db.Registry()})
 	h := server.New(server.Config{DefaultTenant: tenant, REST: rest}, st, auth.HS256{Key: key, Issuer: auth.DevIssuer}, zap.NewNop())
 	srv := httptest.NewServer(h)
 	defer srv.Close()

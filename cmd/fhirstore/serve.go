@@ -95,13 +95,13 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.str("addr"), err)
 	}
-	rest := restadapter.New(func(ctx context.Context) (string, bool) {
+	rest := restadapter.New(restadapter.Config{TenantOf: func(ctx context.Context) (string, bool) {
 		c, ok := server.CallerFrom(ctx)
 		if !ok {
 			return "", false
 		}
 		return c.Tenant, true
-	})
+	}, Store: db.store, Registry: registry, Logger: logger})
 	srvCfg := server.Config{BaseDomain: cfg.str("base-domain"), DefaultTenant: cfg.str("default-tenant"), MaxBodyBytes: maxBody,
 		MaxBundleEntries: int(maxEntries), Version: version, REST: rest, Registry: registry}
 	h := server.New(srvCfg, db.store, auth.HS256{Key: key, Issuer: auth.DevIssuer, Leeway: time.Minute}, logger)
