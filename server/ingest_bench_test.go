@@ -77,9 +77,10 @@ func bundleDocuments(b *testing.B, body []byte) map[string][]any {
 }
 
 // BenchmarkSyntheaIngest loads the Synthea patient bundles as transactions
-// through POST / and, in the same run on the same database, inserts the
-// same resources with one InsertMany per type and bundle through the
-// driver; it reports resources/s of both and their ratio.
+// through POST / (one client, then one per bundle) and, in the same run on
+// the same database, inserts the same resources with one InsertMany per
+// type and bundle through the driver; it reports resources/s of both and
+// their ratio.
 func BenchmarkSyntheaIngest(b *testing.B) {
 	ctx := context.Background()
 	e := newEnv(b, func(_ *server.Config, o *store.Options) {
@@ -109,28 +110,53 @@ func BenchmarkSyntheaIngest(b *testing.B) {
 	raw := client.Database(fmt.Sprintf("fhirstore_bench_raw_%d", time.Now().UnixNano()%1_000_000))
 	defer func() { _ = raw.Drop(ctx) }()
 
-	var ingest, insert time.Duration
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		start := time.Now()
-		for _, body := range bundles {
-			postBundle(b, e, body)
-		}
-		ingest += time.Since(start)
-		start = time.Now()
-		for _, byType := range docs {
-			for typ, list := range byType {
-				if _, err := raw.Collection(typ).InsertMany(ctx, list); err != nil {
-					b.Fatal(err)
+	for _, workers := range []int{1, len(bundles)} {
+		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
+			var ingest, insert time.Duration
+			for i := 0; i < b.N; i++ {
+				start := time.Now()
+				postConcurrently(b, e, bundles, workers)
+				ingest += time.Since(start)
+				start = time.Now()
+				for _, byType := range docs {
+					for typ, list := range byType {
+						if _, err := raw.Collection(typ).InsertMany(ctx, list); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+				insert += time.Since(start) // the driver adds _id to its copy, so rounds can repeat
+			}
+			n := float64(resources * b.N)
+			ingestRate, insertRate := n/ingest.Seconds(), n/insert.Seconds()
+			b.ReportMetric(ingestRate, "ingest-resources/s")
+			b.ReportMetric(insertRate, "insertmany-resources/s")
+			b.ReportMetric(ingestRate/insertRate, "ratio")
+		})
+	}
+}
+
+// postConcurrently posts the bundles with the given number of clients.
+func postConcurrently(b *testing.B, e *env, bundles [][]byte, workers int) {
+	b.Helper()
+	next := make(chan []byte)
+	done := make(chan struct{})
+	for range workers {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for body := range next {
+				r := e.do(request{Method: http.MethodPost, Path: "/", Body: string(body)})
+				if r.Status != http.StatusOK {
+					b.Errorf("POST bundle: %d %.300s", r.Status, r.Body)
 				}
 			}
-		}
-		insert += time.Since(start) // the driver adds _id to its copy, so rounds can repeat
+		}()
 	}
-	b.StopTimer()
-	n := float64(resources * b.N)
-	ingestRate, insertRate := n/ingest.Seconds(), n/insert.Seconds()
-	b.ReportMetric(ingestRate, "ingest-resources/s")
-	b.ReportMetric(insertRate, "insertmany-resources/s")
-	b.ReportMetric(ingestRate/insertRate, "ratio")
+	for _, body := range bundles {
+		next <- body
+	}
+	close(next)
+	for range workers {
+		<-done
+	}
 }
