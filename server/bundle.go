@@ -295,7 +295,7 @@ func parseEntry(i int, in bundleEntryIn, base string, lenient bool) (*entry, err
 	}
 	op := &store.Op{Method: method, Type: segs[0], FullURL: in.FullURL, Options: store.WriteOptions{Lenient: lenient}}
 	switch {
-	case len(segs) == 1 && method == http.MethodPost:
+	case len(segs) == 1 && method == http.MethodPost && query == "":
 		op.Condition = strings.TrimPrefix(strings.TrimPrefix(r.IfNoneExist, segs[0]), "?")
 	case len(segs) == 1 && query != "":
 		op.Condition = query

@@ -294,6 +294,7 @@ func TestTransactionIsAllOrNothing(t *testing.T) {
 		{"a request url with an invalid id is 400", tx(seedV2, btOp("PUT", "Patient/bad_id!", `{"resourceType":"Patient","id":"bad_id!"}`)), 400, "Bundle.entry[1]"},
 		{"a POST to an instance is 400", tx(btOp("POST", "Patient/seed", btPatient("X", ""))), 400, "Bundle.entry[0].request.url"},
 		{"a POST without resource is 400", tx(newPatient, btOp("POST", "Patient", "")), 400, "Bundle.entry[1].resource"},
+		{"a POST whose url has a query is 400", tx(btOp("POST", "Patient?"+btCrit("solo"), btPatient("Q", ""))), 400, "Bundle.entry[0].request.url"},
 		{"a resource of another type than the url is 400", tx(btOp("POST", "Patient", btObservation("x", "Patient/seed"))), 400, "Bundle.entry[0].resource.resourceType"},
 		{"a body id other than the url id is 400", tx(btOp("PUT", "Patient/seed", `{"resourceType":"Patient","id":"other"}`)), 400, "Bundle.entry[0].resource.id"},
 		{"a reference to an unknown urn:uuid is 400", tx(newPatient, btOp("POST", "Observation", btObservation("x", "urn:uuid:5e1f0a4c-8d0c-4b39-a0a4-000000000000"))), 400, "Bundle.entry[1].resource.subject.reference"},

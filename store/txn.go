@@ -132,7 +132,7 @@ func (s *Store) transaction(ctx context.Context, tenant string, ops []Op, hints 
 
 // check rejects ops that cannot be processed at all.
 func (t *txn) check() error {
-	fullURLs := map[string]int{}
+	fullURLs := map[string]bool{}
 	for _, o := range t.ops {
 		if _, ok := processOrder[o.Method]; !ok {
 			return o.fail(invalid(fmt.Sprintf("method %q cannot change a resource", o.Method), "request.method"))
@@ -151,10 +151,10 @@ func (t *txn) check() error {
 		if o.FullURL == "" {
 			continue
 		}
-		if j, dup := fullURLs[o.FullURL]; dup {
-			return o.fail(invalid(fmt.Sprintf("fullUrl %s is also the fullUrl of entry %d", o.FullURL, j), "fullUrl"))
+		if fullURLs[o.FullURL] {
+			return o.fail(invalid(fmt.Sprintf("fullUrl %s is also the fullUrl of another entry", o.FullURL), "fullUrl"))
 		}
-		fullURLs[o.FullURL] = o.index
+		fullURLs[o.FullURL] = true
 	}
 	return nil
 }
@@ -167,7 +167,7 @@ func invalid(msg, expr string) *InvalidError {
 // resolve fixes the id every op works on: conditions through search, new
 // ids for creates; it maps fullUrls and rejects two ops on one resource.
 func (t *txn) resolve(ctx context.Context) error {
-	targets := map[string]int{}
+	targets := map[string]bool{}
 	for _, o := range t.ops {
 		if err := t.resolveOne(ctx, o); err != nil {
 			return o.fail(err)
@@ -175,10 +175,10 @@ func (t *txn) resolve(ctx context.Context) error {
 		if o.ID == "" { // a conditional delete that matched nothing
 			continue
 		}
-		if j, dup := targets[o.key()]; dup {
-			return o.fail(invalid(fmt.Sprintf("entries %d and %d both change %s", j, o.index, o.key()), "request.url"))
+		if targets[o.key()] {
+			return o.fail(invalid(fmt.Sprintf("another entry changes %s too; a transaction changes each resource once", o.key()), "request.url"))
 		}
-		targets[o.key()] = o.index
+		targets[o.key()] = true
 		if o.FullURL != "" {
 			t.refs[o.FullURL] = o.key()
 		}
