@@ -297,7 +297,7 @@ func parseEntry(i int, in bundleEntryIn, base string, lenient bool) (*entry, err
 	switch {
 	case len(segs) == 1 && method == http.MethodPost && query == "":
 		op.Condition = strings.TrimPrefix(strings.TrimPrefix(r.IfNoneExist, segs[0]), "?")
-	case len(segs) == 1 && query != "":
+	case len(segs) == 1 && query != "" && method != http.MethodPost:
 		op.Condition = query
 	case len(segs) == 2 && query == "" && method != http.MethodPost:
 		op.ID = segs[1]
