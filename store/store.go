@@ -109,9 +109,10 @@ type Options struct {
 	// Fault, when set, is called at each Fault* point of a transaction
 	// commit; an error stops the commit there as a crash would (tests).
 	Fault func(point string) error
-	// LockTimeout bounds how long a conditional write waits for another
-	// one with the same criteria (default 10s); LockLease is how old a lock
-	// must be before it is taken as abandoned (default 30s).
+	// LockTimeout bounds how long a conditional write waits for other
+	// ones with the same criteria (default 30s); LockLease is how old a lock
+	// must be before it is taken as abandoned by a crashed process (default
+	// 2m, longer than any transaction should run).
 	LockTimeout, LockLease time.Duration
 }
 
@@ -151,10 +152,10 @@ func Open(ctx context.Context, uri string, opts Options) (*Store, error) {
 		opts.Logger = zap.NewNop()
 	}
 	if opts.LockTimeout == 0 {
-		opts.LockTimeout = 10 * time.Second
+		opts.LockTimeout = 30 * time.Second
 	}
 	if opts.LockLease == 0 {
-		opts.LockLease = 30 * time.Second
+		opts.LockLease = 2 * time.Minute
 	}
 	if opts.ServerSelectionTimeout == 0 {
 		opts.ServerSelectionTimeout = 5 * time.Second
