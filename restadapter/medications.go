@@ -304,7 +304,9 @@ func planMedications(enc *visitRecord, list *medicationList, entries []Medicatio
 		items = append(items, map[string]any{"item": map[string]any{"reference": ref}})
 	}
 	for _, id := range list.statements {
-		if !kept[id] { // only a statement of this visit: never another's
+		if !kept[id] {
+			// Conditional on the context, so a statement of another visit
+			// that a FHIR client listed here is never deleted.
 			cond := url.Values{"_id": {id}, "context": {"Encounter/" + enc.res.ID}}
 			p.ops = append(p.ops, store.Op{Method: "DELETE", Type: "MedicationStatement", Condition: cond.Encode()})
 		}
@@ -340,7 +342,11 @@ func listOp(enc *visitRecord, list *medicationList, items []any, now string) (st
 		body["emptyReason"] = map[string]any{"coding": []any{map[string]any{
 			"system": "http://terminology.hl7.org/CodeSystem/list-empty-reason", "code": "nilknown", "display": "Nil Known"}}}
 	}
-	b, err := json.Marshal(body)
+	var original []byte
+	if list.res != nil {
+		original = list.res.JSON
+	}
+	b, err := encodeLike(original, body)
 	if err != nil {
 		return store.Op{}, fmt.Errorf("encode List: %w", err)
 	}

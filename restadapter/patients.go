@@ -3,7 +3,6 @@ package restadapter
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -138,8 +137,12 @@ func (h *Handler) updatePatient(ctx context.Context, tenant string, res *store.R
 	if bytes.Equal(before, after) {
 		return res, p, nil // nothing to change: no new version
 	}
+	body, err := encodeLike(res.JSON, p)
+	if err != nil {
+		return nil, nil, err
+	}
 	vid := res.VersionID
-	written, _, err := h.cfg.Store.Update(ctx, tenant, "Patient", res.ID, after, store.WriteOptions{IfMatch: &vid})
+	written, _, err := h.cfg.Store.Update(ctx, tenant, "Patient", res.ID, body, store.WriteOptions{IfMatch: &vid})
 	if err != nil {
 		return nil, nil, fmt.Errorf("update patient %s: %w", res.ID, err)
 	}
@@ -248,6 +251,7 @@ func homeAddress(p fhirNode, create bool) fhirNode {
 	return p.appendNode("address", fhirNode{"use": "home"})
 }
 
+// projectAddress maps a FHIR Address, nil for none.
 func projectAddress(a fhirNode) *patientAddress {
 	if a == nil {
 		return nil
@@ -288,6 +292,7 @@ func rankOf(t fhirNode) int {
 	return 1 << 30
 }
 
+// projectPhones maps the patient's two best-ranked phones, nil without any.
 func projectPhones(p fhirNode) *patientPhones {
 	ph := phoneValues(p)
 	if len(ph) == 0 {
@@ -309,6 +314,7 @@ func emergencyContactOf(p fhirNode) (contact, relationship fhirNode) {
 	return nil, nil
 }
 
+// projectEmergencyContact maps contact C, nil without one.
 func projectEmergencyContact(p fhirNode) *emergencyContact {
 	c, rel := emergencyContactOf(p)
 	if c == nil {
@@ -679,180 +685,4 @@ func classOfType(c fhirNode, code string) fhirNode {
 		}
 	}
 	return nil
-}
-
-// fhirNode is a FHIR JSON object decoded with json.Number (so decimals
-// survive a rewrite verbatim), read leniently: a missing or mistyped
-// element reads as its zero value. Its nodes share the underlying maps, so
-// changes through them change the resource.
-type fhirNode map[string]any
-
-// readNode reads the current version of typ/id as a fhirNode.
-func (h *Handler) readNode(ctx context.Context, tenant, typ, id string) (*store.Resource, fhirNode, error) {
-	res, err := h.cfg.Store.Read(ctx, tenant, typ, id)
-	if err != nil {
-		return nil, nil, err
-	}
-	n, err := decodeNode(res)
-	return res, n, err
-}
-
-// decodeNode decodes a stored resource.
-func decodeNode(res *store.Resource) (fhirNode, error) {
-	dec := json.NewDecoder(bytes.NewReader(res.JSON))
-	dec.UseNumber()
-	var n fhirNode
-	if err := dec.Decode(&n); err != nil {
-		return nil, fmt.Errorf("decode %s/%s: %w", res.Type, res.ID, err)
-	}
-	return n, nil
-}
-
-// encodeNode renders n as JSON with sorted keys, so equal resources give
-// equal bytes.
-func encodeNode(n fhirNode) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(n); err != nil {
-		return nil, fmt.Errorf("encode resource: %w", err)
-	}
-	return bytes.TrimSpace(buf.Bytes()), nil
-}
-
-// asNode is v when it is a JSON object, else nil.
-func asNode(v any) fhirNode {
-	switch m := v.(type) {
-	case map[string]any:
-		return m
-	case fhirNode:
-		return m
-	}
-	return nil
-}
-
-func (n fhirNode) str(key string) string { s, _ := n[key].(string); return s }
-
-func (n fhirNode) node(key string) fhirNode { return asNode(n[key]) }
-
-// nodes is the array key as objects, index for index (a non-object is nil).
-func (n fhirNode) nodes(key string) []fhirNode {
-	list, _ := n[key].([]any)
-	out := make([]fhirNode, len(list))
-	for i, v := range list {
-		out[i] = asNode(v)
-	}
-	return out
-}
-
-// strs is the array key as strings (a non-string is "").
-func (n fhirNode) strs(key string) []string {
-	list, _ := n[key].([]any)
-	out := make([]string, len(list))
-	for i, v := range list {
-		out[i], _ = v.(string)
-	}
-	return out
-}
-
-// first is the first string of the array key.
-func (n fhirNode) first(key string) string { return nth(n.strs(key), 0) }
-
-// int is the integer element key.
-func (n fhirNode) int(key string) (int, bool) {
-	switch v := n[key].(type) {
-	case json.Number:
-		i, err := v.Int64()
-		return int(i), err == nil
-	case float64:
-		return int(v), true
-	}
-	return 0, false
-}
-
-// refID is the id a Reference points to when it is a reference to typ,
-// else "".
-func (n fhirNode) refID(typ string) string {
-	if t, id := n.refTarget(); t == typ {
-		return id
-	}
-	return ""
-}
-
-// refTarget is the type and id of a relative, absolute or versioned
-// reference ("" when it is none of these).
-func (n fhirNode) refTarget() (typ, id string) {
-	ref := n.str("reference")
-	if i := strings.Index(ref, "/_history/"); i >= 0 {
-		ref = ref[:i]
-	}
-	parts := strings.Split(ref, "/")
-	if len(parts) < 2 {
-		return "", ""
-	}
-	return parts[len(parts)-2], parts[len(parts)-1]
-}
-
-// appendNode appends v to the array key and returns it.
-func (n fhirNode) appendNode(key string, v fhirNode) fhirNode {
-	list, _ := n[key].([]any)
-	n[key] = append(list, map[string]any(v))
-	return v
-}
-
-// listSet sets item i of the string array key, appending when i is its
-// length, and keeps the parallel primitive-extension array _key aligned.
-func listSet(n fhirNode, key string, i int, v string) {
-	list, _ := n[key].([]any)
-	if i < len(list) {
-		list[i] = v
-		return
-	}
-	n[key] = append(list, v)
-	if ext, ok := n["_"+key].([]any); ok {
-		n["_"+key] = append(ext, nil)
-	}
-}
-
-// listDelete removes item i of the array key (and of _key), dropping an
-// array left empty.
-func listDelete(n fhirNode, key string, i int) {
-	for _, k := range []string{key, "_" + key} {
-		list, ok := n[k].([]any)
-		if !ok || i >= len(list) {
-			continue
-		}
-		if list = slices.Delete(list, i, i+1); len(list) == 0 {
-			delete(n, k)
-		} else {
-			n[k] = list
-		}
-	}
-}
-
-// firstNode is the first of nodes, or nil.
-func firstNode(nodes []fhirNode) fhirNode {
-	if len(nodes) == 0 {
-		return nil
-	}
-	return nodes[0]
-}
-
-// nth is list[i], or "" past its end.
-func nth(list []string, i int) string {
-	if i < len(list) {
-		return list[i]
-	}
-	return ""
-}
-
-// joinNonEmpty joins the non-empty parts with sep.
-func joinNonEmpty(sep string, parts ...string) string {
-	var keep []string
-	for _, p := range parts {
-		if p != "" {
-			keep = append(keep, p)
-		}
-	}
-	return strings.Join(keep, sep)
 }

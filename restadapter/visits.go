@@ -1,10 +1,8 @@
 package restadapter
 
 import (
-	"bytes"
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -177,18 +175,6 @@ func newVisitRecord(res *store.Resource) (*visitRecord, error) {
 		return nil, fmt.Errorf("decode Encounter/%s: %w", res.ID, err)
 	}
 	return &visitRecord{res: res, body: body}, nil
-}
-
-// decodeExact decodes a JSON object with numbers as json.Number, so writing
-// it back changes no decimal.
-func decodeExact(b []byte) (map[string]any, error) {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	var m map[string]any
-	if err := dec.Decode(&m); err != nil {
-		return nil, err
-	}
-	return m, nil
 }
 
 // scheduled is the instant a visit is planned to start, zero when unknown.
@@ -737,7 +723,7 @@ func complete(e map[string]any, c completion) error {
 // storeVisit writes the changed Encounter of rec if its version is still
 // current (409 otherwise) and returns the Visit it now is.
 func (h *Handler) storeVisit(ctx context.Context, tenant string, rec *visitRecord) (*Visit, error) {
-	body, err := json.Marshal(rec.body)
+	body, err := encodeLike(rec.res.JSON, rec.body)
 	if err != nil {
 		return nil, fmt.Errorf("encode Encounter/%s: %w", rec.res.ID, err)
 	}
@@ -758,83 +744,4 @@ func (h *Handler) storeVisit(ctx context.Context, tenant string, rec *visitRecor
 		return nil, err
 	}
 	return &visits[0], nil
-}
-
-// --- generic JSON access to FHIR resources ---
-
-// jsonStr is the string at key of a JSON object, or v itself when key is "".
-func jsonStr(v any, key string) string {
-	if key == "" {
-		s, _ := v.(string)
-		return s
-	}
-	m, _ := v.(map[string]any)
-	s, _ := m[key].(string)
-	return s
-}
-
-// jsonGet is the value at key of a JSON object (nil if v is not one).
-func jsonGet(v any, key string) any {
-	m, _ := v.(map[string]any)
-	return m[key]
-}
-
-// jsonFirst is the first item of a JSON array (nil if none).
-func jsonFirst(v any) any { return jsonAt(v, 0) }
-
-// jsonAt is item i of a JSON array (nil if none).
-func jsonAt(v any, i int) any {
-	a, _ := v.([]any)
-	if i < len(a) {
-		return a[i]
-	}
-	return nil
-}
-
-// jsonNumber reads a JSON number decoded as json.Number or float64.
-func jsonNumber(v any) (float64, bool) {
-	switch n := v.(type) {
-	case json.Number:
-		f, err := n.Float64()
-		return f, err == nil
-	case float64:
-		return n, true
-	}
-	return 0, false
-}
-
-// referencedID is the id of a reference to typ ("typ/id", absolute or versioned),
-// "" when ref points elsewhere.
-func referencedID(ref, typ string) string {
-	ref, _, _ = strings.Cut(ref, "/_history/")
-	segs := strings.Split(ref, "/")
-	if n := len(segs); n >= 2 && segs[n-2] == typ {
-		return segs[n-1]
-	}
-	return ""
-}
-
-// extensionValue is the string value (e.g. valueCode) of the first
-// extension of elem with url.
-func extensionValue(elem any, url, valueKey string) string {
-	exts, _ := jsonGet(elem, "extension").([]any)
-	for _, x := range exts {
-		if jsonStr(x, "url") == url {
-			return jsonStr(x, valueKey)
-		}
-	}
-	return ""
-}
-
-// setExtension sets the extension of elem with url to one holding value,
-// replacing any it had.
-func setExtension(elem map[string]any, url, valueKey string, value any) {
-	exts, _ := elem["extension"].([]any)
-	kept := exts[:0:0]
-	for _, x := range exts {
-		if jsonStr(x, "url") != url {
-			kept = append(kept, x)
-		}
-	}
-	elem["extension"] = append(kept, map[string]any{"url": url, valueKey: value})
 }
