@@ -734,6 +734,52 @@ func TestTransactionConditionalReferences(t *testing.T) {
 	}
 }
 
+// TestConditionalReferencesFollowChanges: a conditional reference resolved
+// once (and remembered) resolves anew after its target changes: another
+// resource takes the identifier, the old one loses it or is deleted.
+func TestConditionalReferencesFollowChanges(t *testing.T) {
+	e := newEnv(t)
+	const crit = "identifier=http://hl7.org/fhir/sid/us-npi|9999900001"
+	practitioner := func(id, npi string) string {
+		return `{"resourceType":"Practitioner","id":"` + id + `","identifier":[{"system":"http://hl7.org/fhir/sid/us-npi","value":"` + npi + `"}]}`
+	}
+	refer := func(want int) *btReply {
+		t.Helper()
+		r := e.btSend(btBundle("transaction", btOp("POST", "Encounter",
+			`{"resourceType":"Encounter","status":"finished","class":{"code":"AMB"},"participant":[{"individual":{"reference":"Practitioner?`+crit+`"}}]}`)), nil)
+		if r.Status != want {
+			t.Fatalf("status %d, want %d: %s", r.Status, want, r.Body)
+		}
+		if want != http.StatusOK {
+			return nil
+		}
+		return btDecode(t, r, "transaction-response", 1)
+	}
+	resolved := func(b *btReply) any {
+		return btAt(t, btRead(t, e, b.Entry[0].ref(t)), "participant", 0, "individual", "reference")
+	}
+	e.put("/Practitioner/p1", practitioner("p1", "9999900001"))
+	for range 2 { // the second time from what the first remembered
+		if got := resolved(refer(http.StatusOK)); got != "Practitioner/p1" {
+			t.Fatalf("resolved to %v, want Practitioner/p1", got)
+		}
+	}
+	e.put("/Practitioner/p1", practitioner("p1", "9999900002")) // p1 loses the identifier
+	refer(http.StatusPreconditionFailed)
+	e.put("/Practitioner/p2", practitioner("p2", "9999900001")) // p2 takes it
+	if got := resolved(refer(http.StatusOK)); got != "Practitioner/p2" {
+		t.Fatalf("resolved to %v, want Practitioner/p2", got)
+	}
+	e.put("/Practitioner/p3", practitioner("p3", "9999900001")) // now two match
+	refer(http.StatusPreconditionFailed)
+	e.do(request{Method: http.MethodDelete, Path: "/Practitioner/p3"})
+	if got := resolved(refer(http.StatusOK)); got != "Practitioner/p2" {
+		t.Fatalf("resolved to %v, want Practitioner/p2", got)
+	}
+	e.do(request{Method: http.MethodDelete, Path: "/Practitioner/p2"})
+	refer(http.StatusPreconditionFailed)
+}
+
 // TestBundleReadEntries: GET entries of a transaction and of a batch answer
 // the resource, a searchset or an OperationOutcome in the response entry.
 func TestBundleReadEntries(t *testing.T) {
