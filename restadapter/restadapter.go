@@ -294,16 +294,3 @@ func cloneValues(v url.Values) url.Values {
 	}
 	return out
 }
-
-// read returns the current version of typ/id as a generic JSON object.
-func (h *Handler) read(ctx context.Context, tenant, typ, id string) (*store.Resource, map[string]any, error) {
-	res, err := h.cfg.Store.Read(ctx, tenant, typ, id)
-	if err != nil {
-		return nil, nil, err
-	}
-	var m map[string]any
-	if err := json.Unmarshal(res.JSON, &m); err != nil {
-		return nil, nil, fmt.Errorf("decode %s/%s: %w", typ, id, err)
-	}
-	return res, m, nil
-}

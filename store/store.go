@@ -23,18 +23,17 @@ import (
 
 // Errors returned by Store methods; the HTTP layers map them to statuses.
 var (
-	ErrNotFound           = errors.New("not found")                // 404
-	ErrGone               = errors.New("deleted")                  // 410
-	ErrConflict           = errors.New("version conflict")         // 409
-	ErrPreconditionFailed = errors.New("precondition failed")      // 412
-	ErrTenantNotFound     = errors.New("tenant not found")         // 404
-	ErrTenantExists       = errors.New("tenant already exists")    // 409
-	ErrUnavailable        = errors.New("database unavailable")     // 503
-	ErrInvalidTenant      = errors.New("invalid tenant name")      // 400/404
-	ErrInvalidID          = errors.New("invalid resource id")      // 400
-	ErrUnknownType        = errors.New("unknown resource type")    // 404
-	ErrInvalidVersion     = errors.New("invalid version id")       // 404
-	errHistoryGap         = errors.New("history ahead of current") // internal
+	ErrNotFound           = errors.New("not found")             // 404
+	ErrGone               = errors.New("deleted")               // 410
+	ErrConflict           = errors.New("version conflict")      // 409
+	ErrPreconditionFailed = errors.New("precondition failed")   // 412
+	ErrTenantNotFound     = errors.New("tenant not found")      // 404
+	ErrTenantExists       = errors.New("tenant already exists") // 409
+	ErrUnavailable        = errors.New("database unavailable")  // 503
+	ErrInvalidTenant      = errors.New("invalid tenant name")   // 400/404
+	ErrInvalidID          = errors.New("invalid resource id")   // 400
+	ErrUnknownType        = errors.New("unknown resource type") // 404
+	ErrInvalidVersion     = errors.New("invalid version id")    // 404
 )
 
 // Issue is one problem found in a resource, in OperationOutcome terms.

@@ -80,6 +80,7 @@ func (s *Store) CreateTenant(ctx context.Context, name string) error {
 		return dbError("clear database of tenant "+name, err)
 	}
 	s.forgetIndexes(name)
+	s.matches.forget(name)
 	_, err = s.systemDB().Collection("tenants").InsertOne(ctx, Tenant{Name: name, CreatedAt: s.opts.Now().UTC()})
 	if mongo.IsDuplicateKeyError(err) {
 		return fmt.Errorf("create tenant %s: %w", name, ErrTenantExists)
@@ -143,6 +144,7 @@ func (s *Store) DeleteTenant(ctx context.Context, name string) error {
 		return dbError("drop database of tenant "+name, err)
 	}
 	s.forgetIndexes(name)
+	s.matches.forget(name)
 	return nil
 }
 

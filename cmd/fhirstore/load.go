@@ -357,7 +357,7 @@ func bundleType(path string) (string, error) {
 		return "", fmt.Errorf("a .json file must be a Bundle, not %q", resourceType)
 	}
 	if typ != "batch" && typ != "transaction" {
-		return "", fmt.Errorf("Bundle type %q: want batch or transaction", typ)
+		return "", fmt.Errorf("the Bundle is of type %q; want batch or transaction", typ)
 	}
 	return typ, nil
 }
