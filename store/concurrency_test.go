@@ -122,8 +122,11 @@ func vids(rs []*store.Resource) []int {
 }
 
 func TestConcurrentUpdatesOfOneResource(t *testing.T) {
-	const rounds = 5
-	for _, n := range []int{2, 8} {
+	for _, n := range []int{2, 8, 100} {
+		rounds := 5
+		if n > 10 {
+			rounds = 2 // 100 writers each round already
+		}
 		for _, withIfMatch := range []bool{false, true} {
 			t.Run(fmt.Sprintf("writers=%d/ifMatch=%v", n, withIfMatch), func(t *testing.T) {
 				ctx := context.Background()
