@@ -97,7 +97,12 @@ func eqAny(field string, values []string) bson.D {
 
 // prefix matches strings starting with s: an anchored regular expression
 // with every metacharacter of s escaped, so values are data, never patterns.
-func prefix(s string) bson.Regex { return bson.Regex{Pattern: "^" + regexp.QuoteMeta(s)} }
+func prefix(s string) bson.Regex { return bson.Regex{Pattern: "^" + literal(s)} }
+
+// literal is the regular expression matching s: its metacharacters escaped,
+// and NUL written as \x00 because a BSON pattern is a C string (a raw NUL
+// made bson.Marshal fail and the search answer 500).
+func literal(s string) string { return strings.ReplaceAll(regexp.QuoteMeta(s), "\x00", `\x00`) }
 
 func stringCondition(field, name, modifier string, values []string) (bson.D, func(bson.Raw) bool, error) {
 	conds := make([]bson.D, 0, len(values))
@@ -106,7 +111,7 @@ func stringCondition(field, name, modifier string, values []string) (bson.D, fun
 		case "":
 			conds = append(conds, bson.D{{Key: field, Value: prefix(Fold(v))}})
 		case "contains":
-			conds = append(conds, bson.D{{Key: field, Value: bson.Regex{Pattern: regexp.QuoteMeta(Fold(v))}}})
+			conds = append(conds, bson.D{{Key: field, Value: bson.Regex{Pattern: literal(Fold(v))}}})
 		case "exact":
 			conds = append(conds, bson.D{{Key: field + ":exact", Value: v}})
 		default:

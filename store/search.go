@@ -228,6 +228,13 @@ func decodeSearchCursor(s string) (*searchCursor, error) {
 	if err := bson.Unmarshal(b, &c); err != nil || c.ID == "" {
 		return nil, ErrBadCursor
 	}
+	for _, v := range c.Values { // positionOf writes only these: anything else would be an operator
+		switch v.(type) {
+		case nil, string, float64, int32, int64, bson.DateTime:
+		default:
+			return nil, ErrBadCursor
+		}
+	}
 	return &c, nil
 }
 

@@ -15,6 +15,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
+	"go.mongodb.org/mongo-driver/v2/x/mongo/driver"
 	"go.uber.org/zap"
 
 	"fhirstore/search"
@@ -204,7 +205,7 @@ func dbError(op string, err error) error {
 		return nil
 	}
 	if mongo.IsNetworkError(err) || mongo.IsTimeout(err) || errors.Is(err, mongo.ErrClientDisconnected) ||
-		isServerSelection(err) {
+		isServerSelection(err) || isPoolCleared(err) {
 		return fmt.Errorf("%s: %w: %w", op, ErrUnavailable, err)
 	}
 	return fmt.Errorf("%s: %w", op, err)
@@ -216,4 +217,12 @@ func isServerSelection(err error) bool {
 		return false
 	}
 	return errors.Is(err, context.DeadlineExceeded) || strings.Contains(err.Error(), "server selection error")
+}
+
+// isPoolCleared tells whether the driver refused an operation because a
+// network error on another connection cleared the pool: the database is out
+// of reach as surely as for a network error of its own.
+func isPoolCleared(err error) bool {
+	var pe driver.RetryablePoolError
+	return errors.As(err, &pe) && pe.Retryable()
 }

@@ -28,6 +28,8 @@ var settings = []setting{
 	{"txn-recovery-age", "FHIRSTORE_TXN_RECOVERY_AGE", "30s", "age at which an unfinished transaction of another process is recovered"},
 	{"log-level", "FHIRSTORE_LOG_LEVEL", "info", "log level: debug, info, warn or error"},
 	{"shutdown-timeout", "FHIRSTORE_SHUTDOWN_TIMEOUT", "20s", "how long a graceful shutdown waits for requests in flight"},
+	{"read-header-timeout", "FHIRSTORE_READ_HEADER_TIMEOUT", "10s", "how long a client may take to send a request's headers before the connection is cut"},
+	{"read-timeout", "FHIRSTORE_READ_TIMEOUT", "2m", "how long a client may take to send a whole request, body included, before the connection is cut"},
 	{"tenant", "FHIRSTORE_TENANT", "demo", "tenant the token is for"},
 	{"scope", "FHIRSTORE_TOKEN_SCOPE", "system/*.*", "space-separated scopes of the token"},
 	{"ttl", "FHIRSTORE_TOKEN_TTL", "1h", "lifetime of the token"},

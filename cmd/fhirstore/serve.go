@@ -25,7 +25,7 @@ import (
 // indexes exist from the moment a tenant is created.
 var specTypes = []string{"Patient", "QuestionnaireResponse", "Practitioner", "EpisodeOfCare", "DiagnosticReport", "CarePlan", "List", "Questionnaire"}
 
-var serveFlags = []string{"addr", "data-dir", "base-domain", "default-tenant", "mongodb-uri", "max-body-bytes", "max-bundle-entries", "txn-recovery-age", "log-level", "shutdown-timeout"}
+var serveFlags = []string{"addr", "data-dir", "base-domain", "default-tenant", "mongodb-uri", "max-body-bytes", "max-bundle-entries", "txn-recovery-age", "log-level", "shutdown-timeout", "read-header-timeout", "read-timeout"}
 
 // serve runs the server until ctx is cancelled (SIGINT or SIGTERM).
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -41,6 +41,14 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	shutdownTimeout, err := cfg.duration("shutdown-timeout")
+	if err != nil {
+		return err
+	}
+	readHeaderTimeout, err := cfg.duration("read-header-timeout")
+	if err != nil {
+		return err
+	}
+	readTimeout, err := cfg.duration("read-timeout")
 	if err != nil {
 		return err
 	}
@@ -107,8 +115,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	h := server.New(srvCfg, db.store, auth.HS256{Key: key, Issuer: auth.DevIssuer, Leeway: time.Minute}, logger)
 	httpSrv := &http.Server{
 		Handler:           h,
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       2 * time.Minute,
+		ReadHeaderTimeout: readHeaderTimeout, // slow clients must not hold connections open
+		ReadTimeout:       readTimeout,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          zap.NewStdLog(logger.Named("http")),
 	}
