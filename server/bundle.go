@@ -150,8 +150,8 @@ func (s *Server) processBundle(ctx context.Context, call *bundleCall, body []byt
 	return out, nil
 }
 
-// transaction commits every write entry at once, then serves the reads.
-func (s *Server) transaction(ctx context.Context, call *bundleCall, entries []*entry, out *bundleOut) error {
+// writeOps are the writes of the entries, with the entry each comes from.
+func writeOps(entries []*entry) ([]store.Op, []*entry) {
 	var ops []store.Op
 	var owners []*entry
 	for _, e := range entries {
@@ -160,6 +160,12 @@ func (s *Server) transaction(ctx context.Context, call *bundleCall, entries []*e
 			owners = append(owners, e)
 		}
 	}
+	return ops, owners
+}
+
+// transaction commits every write entry at once, then serves the reads.
+func (s *Server) transaction(ctx context.Context, call *bundleCall, entries []*entry, out *bundleOut) error {
+	ops, owners := writeOps(entries)
 	results, err := s.store.Transaction(ctx, call.tenant, ops)
 	if err != nil {
 		var oe *store.OpError
@@ -186,14 +192,7 @@ func (s *Server) batch(ctx context.Context, call *bundleCall, entries []*entry, 
 			out.Entry[e.index] = failedEntry(e.err)
 		}
 	}
-	var ops []store.Op
-	var owners []*entry
-	for _, e := range entries {
-		if e.op != nil {
-			ops = append(ops, *e.op)
-			owners = append(owners, e)
-		}
-	}
+	ops, owners := writeOps(entries)
 	results, errs := s.store.Batch(ctx, call.tenant, ops)
 	for i, e := range owners {
 		if err := errs[i]; err != nil {
