@@ -1,6 +1,7 @@
 package search_test
 
 import (
+	"errors"
 	"net/url"
 	"strings"
 	"testing"
@@ -75,5 +76,20 @@ func walkFilter(t *testing.T, search string, v any, infixAllowed bool) {
 		if !strings.HasPrefix(x.Pattern, "^") && !infixAllowed {
 			t.Errorf("%s: unanchored regex %q", search, x.Pattern)
 		}
+	}
+}
+
+// TestHasDepthIsBounded: reverse chains nest at most MaxChainDepth levels,
+// each level being one more database query.
+func TestHasDepthIsBounded(t *testing.T) {
+	r := newRegistry(t)
+	two := url.Values{"_has:Observation:subject:_has:Provenance:target:agent": {"Practitioner/x"}}
+	if _, err := r.Parse("Patient", two, search.ParseOptions{}); err != nil {
+		t.Fatalf("two levels: %v", err)
+	}
+	three := url.Values{"_has:Observation:subject:_has:Provenance:target:_has:AuditEvent:entity:agent": {"Practitioner/x"}}
+	var se *search.Error
+	if _, err := r.Parse("Patient", three, search.ParseOptions{}); !errors.As(err, &se) {
+		t.Fatalf("three levels: %v, want a search error", err)
 	}
 }

@@ -300,6 +300,9 @@ func (r *Registry) parseHas(name, spec string, values []string, opts ParseOption
 	if len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" {
 		return nil, errorf(name, "_has takes _has:Type:reference-parameter:parameter=value")
 	}
+	if strings.Count(name, "_has:") > MaxChainDepth { // each level is one more query
+		return nil, errorf(name, "_has is limited to %d levels", MaxChainDepth)
+	}
 	typ, ref, rest := parts[0], parts[1], parts[2]
 	p, ok := r.Lookup(typ, ref)
 	if !ok || p.Type != "reference" {
