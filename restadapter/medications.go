@@ -190,7 +190,7 @@ type medicationList struct {
 func (h *Handler) replaceMedications(ctx context.Context, tenant, visitID string, entries []MedicationEntry) (*VisitMedications, error) {
 	res, err := h.cfg.Store.Read(ctx, tenant, "Encounter", visitID)
 	if err != nil {
-		return nil, unknownAs(err, "visit", visitID)
+		return nil, notFoundAs(err, "visit", visitID)
 	}
 	enc, err := newVisitRecord(res)
 	if err != nil {

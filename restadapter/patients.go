@@ -3,7 +3,6 @@ package restadapter
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -364,14 +363,6 @@ func formatInstant(res *store.Resource) string {
 }
 
 // notFoundAs turns a missing or deleted resource into a 404 naming the REST
-// object; other errors pass through.
-func notFoundAs(err error, what, id string) error {
-	if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrGone) {
-		return notFound(what, id)
-	}
-	return err
-}
-
 // patientChange is the R2 body. Every field is optional: an omitted (or
 // null) field keeps its FHIR value, a present one replaces just that part.
 type patientChange struct {

@@ -138,6 +138,15 @@ func notFound(what, id string) *apiError {
 	return &apiError{status: http.StatusNotFound, code: "not_found", msg: fmt.Sprintf("%s %q not found", what, id)}
 }
 
+// notFoundAs turns a store's not-found (or deleted) into a 404 naming the
+// object; other errors pass through.
+func notFoundAs(err error, what, id string) error {
+	if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrGone) {
+		return notFound(what, id)
+	}
+	return err
+}
+
 // conflict is a 409 for a state that forbids the request.
 func conflict(format string, args ...any) *apiError {
 	return &apiError{status: http.StatusConflict, code: "conflict", msg: fmt.Sprintf(format, args...)}

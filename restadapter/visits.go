@@ -3,7 +3,6 @@ package restadapter
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -257,7 +256,7 @@ func (h *Handler) listClinicianVisits(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if _, err := h.cfg.Store.Read(ctx, tenant, "Practitioner", id); err != nil {
-		h.fail(w, r, unknownAs(err, "clinician", id))
+		h.fail(w, r, notFoundAs(err, "clinician", id))
 		return
 	}
 	recs, err := h.clinicianVisits(ctx, tenant, id, vq)
@@ -272,14 +271,6 @@ func (h *Handler) listClinicianVisits(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, VisitPage{Data: data, Pagination: p})
-}
-
-// unknownAs turns a store's not-found into a REST 404 naming the object.
-func unknownAs(err error, what, id string) error {
-	if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrGone) {
-		return notFound(what, id)
-	}
-	return err
 }
 
 // clinicianVisits finds the clinician's Encounters that pass vq, sorted.
@@ -658,7 +649,7 @@ func (h *Handler) completeVisit(w http.ResponseWriter, r *http.Request) {
 	}
 	res, err := h.cfg.Store.Read(ctx, tenant, "Encounter", id)
 	if err != nil {
-		h.fail(w, r, unknownAs(err, "visit", id))
+		h.fail(w, r, notFoundAs(err, "visit", id))
 		return
 	}
 	rec, err := newVisitRecord(res)
