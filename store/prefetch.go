@@ -56,21 +56,18 @@ func (t *txn) groupReference(ctx context.Context, ref string, groups map[string]
 		t.resolved[ref] = typ + "/" + hit.ID
 		return
 	}
-	values, err := url.ParseQuery(query)
-	if err != nil || len(values) != 1 || !t.s.opts.ResourceTypes(typ) || t.s.opts.Registry == nil {
+	if !t.s.opts.ResourceTypes(typ) {
 		return
 	}
-	for param, vs := range values {
-		p, ok := t.s.opts.Registry.Lookup(typ, param)
-		if !ok || p.Type != "token" || len(vs) != 1 || vs[0] == "" || strings.ContainsAny(vs[0], ",\\$") {
-			return
-		}
-		key := typ + "?" + param
-		if groups[key] == nil {
-			groups[key] = &tokenGroup{typ: typ, param: param, refs: map[string]string{}}
-		}
-		groups[key].refs[vs[0]] = ref
+	param, value, ok := t.s.simpleToken(typ, query)
+	if !ok {
+		return
 	}
+	key := typ + "?" + param
+	if groups[key] == nil {
+		groups[key] = &tokenGroup{typ: typ, param: param, refs: map[string]string{}}
+	}
+	groups[key].refs[value] = ref
 }
 
 // resolveGroup looks a group's values up in one search and records each
