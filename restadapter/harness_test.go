@@ -43,7 +43,7 @@ func newEnv(t testing.TB) *env {
 			return "", false
 		}
 		return c.Tenant, true
-	}, Store: st, Registry: db.Registry()})
+	}, Store: st, Registry: db.Registry(), Allows: server.Allows})
 	h := server.New(server.Config{DefaultTenant: tenant, REST: rest, Registry: db.Registry()}, st, auth.HS256{Key: testKey, Issuer: auth.DevIssuer}, zap.NewNop())
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)

@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap"
 
 	"fhirstore/search"
+	"fhirstore/server/auth"
 	"fhirstore/store"
 )
 
@@ -56,6 +57,11 @@ type Config struct {
 	Registry *search.Registry
 	// Logger receives internal errors.
 	Logger *zap.Logger
+	// Allows tells whether the request's caller may do interaction i on
+	// every resource of resourceType (the REST interface has no patient
+	// compartment filtering, so patient-restricted access does not count).
+	// Nil allows everything.
+	Allows func(ctx context.Context, resourceType string, i auth.Interaction) bool
 }
 
 // Handler serves the REST interface. It expects requests that have already
@@ -78,7 +84,7 @@ func New(cfg Config) *Handler {
 // routes registers every endpoint; each lives in the file named after it.
 func (h *Handler) routes() {
 	for _, r := range h.endpoints() {
-		h.mux.HandleFunc(r.pattern, r.handle)
+		h.mux.HandleFunc(r.pattern, h.authorized(r))
 	}
 	h.mux.HandleFunc("/", h.notFound)
 }
@@ -87,6 +93,29 @@ func (h *Handler) routes() {
 type endpoint struct {
 	pattern string
 	handle  http.HandlerFunc
+	needs   needs
+}
+
+// authorized wraps an endpoint's handler with the check of the FHIR access
+// it needs: 403 naming the first missing permission.
+func (h *Handler) authorized(e endpoint) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		missing := ""
+		if h.cfg.Allows != nil {
+			e.needs.each(func(typ string, i auth.Interaction) bool {
+				if h.cfg.Allows(r.Context(), typ, i) {
+					return true
+				}
+				missing = i.String() + " on " + typ
+				return false
+			})
+		}
+		if missing != "" {
+			WriteError(w, http.StatusForbidden, "forbidden", "the token's scopes do not grant "+missing+" (a user/ or system/ scope is needed)")
+			return
+		}
+		e.handle(w, r)
+	}
 }
 
 // ServeHTTP implements http.Handler.

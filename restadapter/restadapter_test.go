@@ -30,7 +30,7 @@ func TestRESTRequestsNeedATokenForTheHostsTenant(t *testing.T) {
 			return "", false
 		}
 		return c.Tenant, true
-	}, Store: st, Registry: db.Registry()})
+	}, Store: st, Registry: db.Registry(), Allows: server.Allows})
 	h := server.New(server.Config{DefaultTenant: tenant, REST: rest}, st, auth.HS256{Key: key, Issuer: auth.DevIssuer}, zap.NewNop())
 	srv := httptest.NewServer(h)
 	defer srv.Close()

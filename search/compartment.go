@@ -125,3 +125,33 @@ func (r *Registry) CompartmentQueries(resourceType, patientID string, extra url.
 	}
 	return queries, nil
 }
+
+// InPatientCompartment tells whether resource, of resourceType and decoded
+// with json.Decoder.UseNumber, is in the compartment of patient patientID:
+// the patient itself, or a resource whose linking parameters (those of the
+// compartment search) reference Patient/patientID.
+func (r *Registry) InPatientCompartment(resourceType string, resource map[string]any, patientID string) bool {
+	params, ok := patientCompartment()[resourceType]
+	if !ok || patientID == "" {
+		return false
+	}
+	if id, _ := resource["id"].(string); resourceType == "Patient" && id == patientID {
+		return true // a patient is in its own compartment
+	}
+	want := "Patient/" + patientID
+	x := extractor{isType: func(t string) bool { return r.types[t] || r.byType[t] != nil }}
+	for _, code := range params {
+		p, ok := r.Lookup(resourceType, code)
+		if !ok || p.expr == nil || p.Type != "reference" {
+			continue
+		}
+		x.reset()
+		for _, n := range p.expr.Evaluate(resource) {
+			x.node(p, n)
+		}
+		if contains(x.main.list, want) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,18 +1,32 @@
 package server_test
 
 import (
+	"context"
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
 	"crypto/hmac"
+	"crypto/rand"
+	"crypto/rsa"
 	"crypto/sha256"
+	"crypto/x509"
 	"encoding/base64"
+	"encoding/json"
+	"encoding/pem"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"go.uber.org/zap"
 
 	"fhirstore/fhirschema"
+	"fhirstore/server"
 	"fhirstore/server/auth"
 )
 
@@ -235,4 +249,359 @@ func TestPublicEndpoints(t *testing.T) {
 		r := e.do(request{Method: http.MethodGet, Path: "/_history", Token: none})
 		wantOutcome(t, r, http.StatusUnauthorized, "")
 	})
+}
+
+// idp is an external authorization server as the tests need it: a real
+// HTTP server publishing a JWKS that the test may rotate or take down,
+// counting how often it is fetched.
+type idp struct {
+	t    testing.TB
+	srv  *httptest.Server
+	iss  string
+	rsa  *rsa.PrivateKey
+	ec   *ecdsa.PrivateKey
+	mu   sync.Mutex
+	jwks []byte
+	down bool
+	hits atomic.Int64
+}
+
+func newIDP(t testing.TB) *idp {
+	t.Helper()
+	rk, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ek, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &idp{t: t, iss: "https://idp.example.test/realms/agency", rsa: rk, ec: ek}
+	p.publish(map[string]crypto.PublicKey{"rsa-1": &rk.PublicKey, "ec-1": &ek.PublicKey})
+	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p.hits.Add(1)
+		p.mu.Lock()
+		body, down := p.jwks, p.down
+		p.mu.Unlock()
+		if down {
+			http.Error(w, "down", http.StatusServiceUnavailable)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(body)
+	}))
+	t.Cleanup(p.srv.Close)
+	return p
+}
+
+// publish replaces the published key set.
+func (p *idp) publish(keys map[string]crypto.PublicKey) {
+	var set auth.JWKS
+	for kid, k := range keys {
+		jwk, err := auth.PublicJWK(kid, k)
+		if err != nil {
+			p.t.Fatal(err)
+		}
+		set.Keys = append(set.Keys, jwk)
+	}
+	b, err := json.Marshal(set)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	p.mu.Lock()
+	p.jwks = b
+	p.mu.Unlock()
+}
+
+func (p *idp) setDown(down bool) {
+	p.mu.Lock()
+	p.down = down
+	p.mu.Unlock()
+}
+
+// keys is a key set of the IdP's JWKS URL with the given refresh interval.
+func (p *idp) keys(minRefresh time.Duration) *auth.RemoteKeys {
+	return &auth.RemoteKeys{URL: p.srv.URL, MinRefresh: minRefresh, Client: &http.Client{Timeout: 2 * time.Second}}
+}
+
+// sign issues a token of the IdP for the FHIR base of tenant: RS256 with
+// kid rsa-1 unless mutate changes method or kid; mutate may change claims.
+func (p *idp) sign(tenant string, mutate func(c *jwt.MapClaims, h map[string]any)) string {
+	p.t.Helper()
+	now := time.Now()
+	c := jwt.MapClaims{
+		"iss": p.iss, "sub": "nurse-7", "aud": "http://" + tenant + ".localhost/fhir/r4",
+		"iat": now.Unix(), "nbf": now.Add(-time.Minute).Unix(), "exp": now.Add(10 * time.Minute).Unix(),
+		"tenant": tenant, "scope": "system/*.*",
+	}
+	h := map[string]any{"alg": "RS256", "kid": "rsa-1"}
+	if mutate != nil {
+		mutate(&c, h)
+	}
+	method := jwt.GetSigningMethod(h["alg"].(string))
+	tok := jwt.NewWithClaims(method, c)
+	for k, v := range h {
+		tok.Header[k] = v
+	}
+	var key any = p.rsa
+	switch h["alg"] {
+	case "ES256":
+		key = p.ec
+	case "none":
+		key = jwt.UnsafeAllowNoneSignatureType
+	}
+	if k, ok := h["key"]; ok {
+		key = k
+		delete(tok.Header, "key")
+	}
+	s, err := tok.SignedString(key)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	return s
+}
+
+// newAuthEnv is newEnv with the Authenticator of a deployment: the given
+// trusted issuers, the server's own token endpoint and, as in dev mode,
+// HS256 tokens of testKey.
+func newAuthEnv(t testing.TB, issuers func(tenant string) []auth.TrustedIssuer) *env {
+	t.Helper()
+	opts := db.Options()
+	opts.Exclusive = true
+	cfg := server.Config{BaseDomain: "localhost", MaxBodyBytes: server.DefaultMaxBodyBytes, Registry: db.Registry()}
+	st := db.Open(t, opts)
+	tenant := db.Tenant(t, st)
+	var trusted []auth.TrustedIssuer
+	if issuers != nil {
+		trusted = issuers(tenant)
+	}
+	cfg.DefaultTenant = tenant
+	key, err := st.SigningKey(context.Background(), auth.GenerateLocalKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	local, err := auth.NewLocalIssuer(key, "", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := &auth.Verifier{Issuers: trusted, Local: local, Dev: &auth.HS256{Key: testKey, Issuer: auth.DevIssuer, Leeway: time.Minute}, Leeway: time.Minute}
+	srv := httptest.NewServer(server.New(cfg, st, v, zap.NewNop()))
+	t.Cleanup(srv.Close)
+	return &env{t: t, srv: srv, store: st, tenant: tenant, token: signToken(t, tenant, time.Hour), cfg: cfg}
+}
+
+// wantRefused checks that a token gets status on a read, a create and a
+// history read, that no answer shows the tenant's data, and that nothing
+// was written.
+func wantRefused(t *testing.T, e *env, token string, status int, secretID string) {
+	t.Helper()
+	before := e2eHistoryTotal(t, e, "/_history")
+	for _, req := range []request{
+		{Method: http.MethodGet, Path: "/Patient/" + secretID},
+		{Method: http.MethodPost, Path: "/Patient", Body: `{"resourceType":"Patient","name":[{"family":"Intruder"}]}`},
+		{Method: http.MethodGet, Path: "/_history"},
+	} {
+		req.Token = e2eStr(token)
+		r := e.do(req)
+		wantOutcome(t, r, status, "")
+		if strings.Contains(string(r.Body), "Secret") || strings.Contains(string(r.Body), secretID) {
+			t.Fatalf("%s %s: the answer leaks data: %s", req.Method, req.Path, r.Body)
+		}
+		if ch := r.Header.Get("WWW-Authenticate"); status == http.StatusUnauthorized && !strings.Contains(ch, `error="invalid_token"`) {
+			t.Fatalf("WWW-Authenticate %q, want an invalid_token challenge", ch)
+		}
+	}
+	if after := e2eHistoryTotal(t, e, "/_history"); after != before {
+		t.Fatalf("history went from %d to %d versions: a refused token wrote", before, after)
+	}
+}
+
+// TestExternalIssuerTokens: tokens of a trusted authorization server are
+// checked for signature (RS256/ES256 from its JWKS), issuer, audience,
+// lifetime and tenant; every refused token gets no data and writes nothing.
+func TestExternalIssuerTokens(t *testing.T) {
+	p := newIDP(t)
+	const allIss = "https://idp.example.test/realms/all"
+	e := newAuthEnv(t, func(tenant string) []auth.TrustedIssuer {
+		return []auth.TrustedIssuer{
+			{URL: p.iss, Keys: p.keys(time.Hour), Tenants: []string{tenant}, Audiences: []string{"api://fhirstore"}},
+			{URL: allIss, Keys: p.keys(time.Hour), Tenants: []string{auth.AnyTenant}},
+		}
+	})
+	other := db.Tenant(t, e.store)
+	id := e.create("Patient", `{"resourceType":"Patient","name":[{"family":"Secret"}]}`)
+	pub, err := x509.MarshalPKIXPublicKey(&p.rsa.PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pubPEM := pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub})
+	now := time.Now()
+	set := func(k string, v any) func(*jwt.MapClaims, map[string]any) {
+		return func(c *jwt.MapClaims, _ map[string]any) { (*c)[k] = v }
+	}
+	drop := func(k string) func(*jwt.MapClaims, map[string]any) {
+		return func(c *jwt.MapClaims, _ map[string]any) { delete(*c, k) }
+	}
+	header := func(kv ...any) func(*jwt.MapClaims, map[string]any) {
+		return func(_ *jwt.MapClaims, h map[string]any) {
+			for i := 0; i < len(kv); i += 2 {
+				h[kv[i].(string)] = kv[i+1]
+			}
+		}
+	}
+	tampered := func() string {
+		parts := strings.Split(p.sign(e.tenant, set("scope", "system/Patient.read")), ".")
+		raw, _ := base64.RawURLEncoding.DecodeString(parts[1])
+		parts[1] = base64.RawURLEncoding.EncodeToString([]byte(strings.Replace(string(raw), "system/Patient.read", "system/*.*", 1)))
+		return strings.Join(parts, ".")
+	}
+	cases := []struct {
+		name   string
+		token  string
+		status int
+	}{
+		{"an RS256 token of the trusted issuer is accepted", p.sign(e.tenant, nil), 200},
+		{"an ES256 token of the trusted issuer is accepted", p.sign(e.tenant, header("alg", "ES256", "kid", "ec-1")), 200},
+		{"a token for a configured audience is accepted", p.sign(e.tenant, set("aud", "api://fhirstore")), 200},
+		{"an issuer of one tenant may leave out the tenant claim", p.sign(e.tenant, drop("tenant")), 200},
+		{"a token expired within the clock skew is accepted", p.sign(e.tenant, set("exp", now.Add(-30*time.Second).Unix())), 200},
+		{"an issuer of every tenant is accepted with a tenant claim", p.sign(e.tenant, set("iss", allIss)), 200},
+		{"dev tokens still work in dev mode", e.token, 200},
+		{"an expired token is 401", p.sign(e.tenant, set("exp", now.Add(-2*time.Hour).Unix())), 401},
+		{"a token without exp is 401", p.sign(e.tenant, drop("exp")), 401},
+		{"a token not valid yet is 401", p.sign(e.tenant, set("nbf", now.Add(time.Hour).Unix())), 401},
+		{"a token issued in the future is 401", p.sign(e.tenant, set("iat", now.Add(time.Hour).Unix())), 401},
+		{"a token of an untrusted issuer is 401", p.sign(e.tenant, set("iss", "https://evil.example.test")), 401},
+		{"a token without issuer is 401", p.sign(e.tenant, drop("iss")), 401},
+		{"a token for another audience is 401", p.sign(e.tenant, set("aud", "https://other.example.test/fhir/r4")), 401},
+		{"a token for another tenant's base URL is 401", p.sign(e.tenant, set("aud", "http://"+other+".localhost/fhir/r4")), 401},
+		{"a token without audience is 401", p.sign(e.tenant, drop("aud")), 401},
+		{"a token with alg none is 401", p.sign(e.tenant, header("alg", "none")), 401},
+		{"an HS256 token keyed with the issuer's RSA public key is 401", p.sign(e.tenant, header("alg", "HS256", "key", pubPEM)), 401},
+		{"an HS256 token keyed with the issuer's RSA modulus is 401", p.sign(e.tenant, header("alg", "HS256", "key", p.rsa.N.Bytes())), 401},
+		{"a token of an unknown kid is 401", p.sign(e.tenant, header("kid", "rsa-unknown")), 401},
+		{"a token whose kid names a key of the other type is 401", p.sign(e.tenant, header("kid", "ec-1")), 401},
+		{"a token with a tampered payload is 401", tampered(), 401},
+		{"a token of a one-tenant issuer for another tenant is 401", p.sign(other, set("aud", "api://fhirstore")), 401},
+		{"an issuer of every tenant must name the tenant", p.sign(e.tenant, func(c *jwt.MapClaims, _ map[string]any) { (*c)["iss"] = allIss; delete(*c, "tenant") }), 401},
+		{"a valid token for another tenant is 403", p.sign(other, func(c *jwt.MapClaims, _ map[string]any) {
+			(*c)["iss"] = allIss
+			(*c)["aud"] = "http://" + e.tenant + ".localhost/fhir/r4"
+		}), 403},
+		{"a dev-issuer token signed by the IdP is 401", p.sign(e.tenant, set("iss", auth.DevIssuer)), 401},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.status != http.StatusOK {
+				wantRefused(t, e, tc.token, tc.status, id)
+				return
+			}
+			r := e.do(request{Method: http.MethodGet, Path: "/Patient/" + id, Token: e2eStr(tc.token)})
+			e2eWantStatus(t, r, http.StatusOK)
+			if !strings.Contains(string(r.Body), "Secret") {
+				t.Fatalf("read returned %s", r.Body)
+			}
+		})
+	}
+}
+
+// TestJWKSEndpointDown: when the issuer's JWKS cannot be fetched its
+// tokens are refused at once, not after a long wait, and the endpoint is
+// not asked again for every request.
+func TestJWKSEndpointDown(t *testing.T) {
+	p := newIDP(t)
+	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-time.After(10 * time.Second):
+		}
+	}))
+	t.Cleanup(hang.Close)
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closedURL := closed.URL
+	closed.Close()
+	for _, tc := range []struct {
+		name string
+		keys *auth.RemoteKeys
+	}{
+		{"a JWKS URL that refuses connections", &auth.RemoteKeys{URL: closedURL, MinRefresh: time.Hour}},
+		{"a JWKS URL that answers 503", &auth.RemoteKeys{URL: p.srv.URL, MinRefresh: time.Hour}},
+		{"a JWKS URL that never answers", &auth.RemoteKeys{URL: hang.URL, MinRefresh: time.Hour, Client: &http.Client{Timeout: 300 * time.Millisecond}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p.setDown(true)
+			defer p.setDown(false)
+			e := newAuthEnv(t, func(tenant string) []auth.TrustedIssuer {
+				return []auth.TrustedIssuer{{URL: p.iss, Keys: tc.keys, Tenants: []string{tenant}}}
+			})
+			id := e.create("Patient", `{"resourceType":"Patient","name":[{"family":"Secret"}]}`)
+			start := time.Now()
+			wantRefused(t, e, p.sign(e.tenant, nil), http.StatusUnauthorized, id)
+			if d := time.Since(start); d > 3*time.Second {
+				t.Fatalf("refusing took %s", d)
+			}
+		})
+	}
+}
+
+// TestJWKSKeyRotation: a token signed with a key the cached set lacks
+// refetches the set; keys stay usable while the endpoint is down.
+func TestJWKSKeyRotation(t *testing.T) {
+	p := newIDP(t)
+	keys := &auth.RemoteKeys{URL: p.srv.URL, MinRefresh: 200 * time.Millisecond, MaxAge: 300 * time.Millisecond}
+	e := newAuthEnv(t, func(tenant string) []auth.TrustedIssuer {
+		return []auth.TrustedIssuer{{URL: p.iss, Keys: keys, Tenants: []string{tenant}}}
+	})
+	id := e.create("Patient", `{"resourceType":"Patient","name":[{"family":"Secret"}]}`)
+	read := func(token string) int {
+		return e.do(request{Method: http.MethodGet, Path: "/Patient/" + id, Token: e2eStr(token)}).Status
+	}
+	if s := read(p.sign(e.tenant, nil)); s != http.StatusOK {
+		t.Fatalf("token of the first key: %d", s)
+	}
+	rotated, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.publish(map[string]crypto.PublicKey{"rsa-2": &rotated.PublicKey})
+	time.Sleep(250 * time.Millisecond) // past MinRefresh
+	newTok := p.sign(e.tenant, func(_ *jwt.MapClaims, h map[string]any) { h["kid"], h["key"] = "rsa-2", rotated })
+	if s := read(newTok); s != http.StatusOK {
+		t.Fatalf("token of the rotated key: %d, want 200", s)
+	}
+	if s := read(p.sign(e.tenant, nil)); s != http.StatusUnauthorized {
+		t.Fatalf("token of the retired key: %d, want 401", s)
+	}
+	p.setDown(true)
+	time.Sleep(400 * time.Millisecond) // past MaxAge: the set is stale and its refresh fails
+	if s := read(newTok); s != http.StatusOK {
+		t.Fatalf("token of the cached key while the JWKS endpoint is down: %d, want 200", s)
+	}
+}
+
+// TestUnknownKidFloodIsRateLimited: tokens with invented kids do not make
+// the server fetch the issuer's JWKS for each of them.
+func TestUnknownKidFloodIsRateLimited(t *testing.T) {
+	p := newIDP(t)
+	e := newAuthEnv(t, func(tenant string) []auth.TrustedIssuer {
+		return []auth.TrustedIssuer{{URL: p.iss, Keys: p.keys(time.Minute), Tenants: []string{tenant}}}
+	})
+	if r := e.do(request{Method: http.MethodGet, Path: "/Patient?_count=1", Token: e2eStr(p.sign(e.tenant, nil))}); r.Status != http.StatusOK {
+		t.Fatalf("valid token: %d %s", r.Status, r.Body)
+	}
+	var wg sync.WaitGroup
+	for i := range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tok := p.sign(e.tenant, func(_ *jwt.MapClaims, h map[string]any) { h["kid"] = "invented-" + strconv.Itoa(i) })
+			if r := e.do(request{Method: http.MethodGet, Path: "/Patient?_count=1", Token: e2eStr(tok)}); r.Status != http.StatusUnauthorized {
+				t.Errorf("token of invented kid: %d", r.Status)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := p.hits.Load(); n > 2 {
+		t.Fatalf("the JWKS was fetched %d times for one valid and 50 invented kids, want at most 2", n)
+	}
 }

@@ -28,7 +28,8 @@ func (s *Server) authenticate(c *gin.Context) {
 		s.abort(c, fail(http.StatusForbidden, "forbidden", "the token is not valid for tenant "+quote(tenant), ""))
 		return
 	}
-	c.Request = c.Request.WithContext(context.WithValue(c.Request.Context(), callerKey{}, &Caller{Tenant: c.GetString(tenantKey), Principal: p}))
+	caller := &Caller{Tenant: c.GetString(tenantKey), Principal: p, access: newAccess(p, s.cfg.Registry)}
+	c.Request = c.Request.WithContext(context.WithValue(c.Request.Context(), callerKey{}, caller))
 	s.requireTenant(c)
 }
 
@@ -36,6 +37,14 @@ func (s *Server) authenticate(c *gin.Context) {
 type Caller struct {
 	Tenant    string
 	Principal *auth.Principal
+	access    *access
+}
+
+// Allows tells whether the caller's scopes grant interaction i on
+// resourceType without a patient restriction (the REST interface, which
+// has no patient compartment filtering, asks this).
+func (c *Caller) Allows(resourceType string, i auth.Interaction) bool {
+	return c.access.grant(resourceType, i) == auth.Full
 }
 
 type callerKey struct{}
@@ -63,4 +72,12 @@ func unauthorized(code, msg string) *httpError {
 	e := fail(http.StatusUnauthorized, "login", msg, "")
 	e.header = http.Header{"Www-Authenticate": {challenge}}
 	return e
+}
+
+// Allows tells whether the caller of ctx may do interaction i on every
+// resource of resourceType: false without a caller or with only a
+// patient-restricted grant. The REST interface's Config.Allows.
+func Allows(ctx context.Context, resourceType string, i auth.Interaction) bool {
+	c, ok := CallerFrom(ctx)
+	return ok && c.Allows(resourceType, i)
 }

@@ -139,6 +139,9 @@ func (s *Server) processBundle(ctx context.Context, call *bundleCall, body []byt
 		}
 		entries[i] = e
 	}
+	if err := authorizeEntries(ctx, entries, b.Type == "transaction"); err != nil {
+		return nil, err
+	}
 	out := &bundleOut{ResourceType: "Bundle", Type: b.Type + "-response", Timestamp: time.Now().UTC().Format(store.InstantLayout), Entry: make([]bundleEntryOut, len(entries))}
 	if b.Type == "transaction" {
 		if err := s.transaction(ctx, call, entries, out); err != nil {
@@ -148,6 +151,26 @@ func (s *Server) processBundle(ctx context.Context, call *bundleCall, body []byt
 		s.batch(ctx, call, entries, out)
 	}
 	return out, nil
+}
+
+// authorizeEntries checks each write entry against the caller's scopes
+// and attaches the guard that checks what it stores. A denied entry fails
+// a transaction whole, or that entry of a batch.
+func authorizeEntries(ctx context.Context, entries []*entry, transaction bool) error {
+	a := accessOf(ctx)
+	for _, e := range entries {
+		if e.op == nil {
+			continue
+		}
+		if err := a.authorizeOp(e.op); err != nil {
+			err = entryError(e.index, e.op.Type, err)
+			if transaction {
+				return err
+			}
+			e.op, e.err = nil, err
+		}
+	}
+	return nil
 }
 
 // writeOps are the writes of the entries, with the entry each comes from.

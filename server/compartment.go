@@ -13,6 +13,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"fhirstore/search"
+	"fhirstore/server/auth"
 	"fhirstore/store"
 )
 
@@ -31,7 +32,7 @@ func (s *Server) compartmentSearch(c *gin.Context, compartment, id, typ string) 
 		s.abort(c, searchError(err))
 		return
 	}
-	page.Included = slices.DeleteFunc(page.Included, func(r *store.Resource) bool { return !mayRead(c, r.Type) })
+	page.Included = s.visibleOnly(c, page.Included)
 	b, err := searchBundle(c, compartment+"/"+id+"/"+typ, params, q, page)
 	if err != nil {
 		s.abort(c, err)
@@ -56,6 +57,9 @@ func (s *Server) checkCompartment(c *gin.Context, compartment, id, typ string) (
 	}
 	if _, ok := search.PatientCompartmentParams(typ); typ != "" && !ok {
 		return nil, fail(http.StatusBadRequest, "not-supported", typ+" resources are never in a Patient compartment", "")
+	}
+	if typ != "" && !accessOf(c.Request.Context()).searchesCompartment(typ, id) {
+		return nil, outsideCompartment("Patient", id)
 	}
 	patient, err := s.store.Read(c.Request.Context(), c.GetString(tenantKey), "Patient", id)
 	if err != nil {
@@ -157,7 +161,8 @@ func (s *Server) everything(c *gin.Context, compartment, id string) {
 	if v := params.Get("_count"); v != "" {
 		count, _ = strconv.Atoi(v) // checked by everythingParams
 	}
-	types := slices.DeleteFunc(everythingTypes(params.Get("_type")), func(t string) bool { return !mayRead(c, t) })
+	a := accessOf(c.Request.Context())
+	types := slices.DeleteFunc(everythingTypes(params.Get("_type")), func(t string) bool { return !a.searchesCompartment(t, id) })
 	start, cur, err := decodeEverythingCursor(params.Get("_cursor"), types)
 	if err != nil {
 		s.abort(c, err)
@@ -165,7 +170,11 @@ func (s *Server) everything(c *gin.Context, compartment, id string) {
 	}
 	page := &store.SearchPage{Total: -1}
 	ctx, tenant := c.Request.Context(), c.GetString(tenantKey)
-	if params.Get("_cursor") == "" && slices.Contains(types, "Patient") {
+	if !a.canSee(patient) && !slices.ContainsFunc(types, func(t string) bool { return a.grant(t, auth.Search) == auth.Full }) {
+		s.abort(c, outsideCompartment("Patient", id))
+		return
+	}
+	if params.Get("_cursor") == "" && slices.Contains(types, "Patient") && a.canSee(patient) {
 		page.Entries = append(page.Entries, patient)
 	}
 	for i := start; i < len(types) && page.Next == ""; i++ {

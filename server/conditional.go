@@ -52,6 +52,12 @@ func criteria(c *gin.Context) string {
 
 // runOp runs one write through the store's transaction path and answers it.
 func (s *Server) runOp(c *gin.Context, op store.Op) {
+	if a := accessOf(c.Request.Context()); a != nil {
+		if err := a.authorizeOp(&op); err != nil {
+			s.abort(c, err)
+			return
+		}
+	}
 	results, err := s.store.Transaction(c.Request.Context(), c.GetString(tenantKey), []store.Op{op})
 	if err != nil {
 		var oe *store.OpError

@@ -114,6 +114,10 @@ func warningHeaders(c *gin.Context, issues []store.Issue) {
 
 func (s *Server) read(c *gin.Context, typ, id string) {
 	res, err := s.store.Read(c.Request.Context(), c.GetString(tenantKey), typ, id)
+	if err := s.checkVisible(c, res); err != nil {
+		s.abort(c, err)
+		return
+	}
 	if err != nil {
 		s.abortVersion(c, res, err)
 		return
@@ -123,6 +127,10 @@ func (s *Server) read(c *gin.Context, typ, id string) {
 
 func (s *Server) vread(c *gin.Context, typ, id, vid string) {
 	res, err := s.store.VRead(c.Request.Context(), c.GetString(tenantKey), typ, id, vid)
+	if err := s.checkVisible(c, res); err != nil {
+		s.abort(c, err)
+		return
+	}
 	if err != nil {
 		s.abortVersion(c, res, err)
 		return
@@ -183,6 +191,9 @@ func (s *Server) delete(c *gin.Context, typ, id string) {
 // and Prefer: handling=lenient|strict; a malformed If-Match is a 400.
 func writeOptions(c *gin.Context) (store.WriteOptions, error) {
 	opts := store.WriteOptions{Lenient: prefer(c, "handling") == "lenient"}
+	if a := accessOf(c.Request.Context()); a != nil {
+		opts.Guard = a.guard
+	}
 	h := c.GetHeader("If-Match")
 	if strings.TrimSpace(h) == "" {
 		return opts, nil

@@ -34,6 +34,7 @@ type env struct {
 	tenant string
 	token  string
 	cfg    server.Config
+	h      *server.Server
 }
 
 // newEnv starts a server whose default tenant is a fresh tenant of its own.
@@ -53,7 +54,7 @@ func newEnv(t testing.TB, mutate ...func(*server.Config, *store.Options)) *env {
 	h := server.New(cfg, st, auth.HS256{Key: testKey, Issuer: auth.DevIssuer, Leeway: time.Minute}, zap.NewNop())
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	return &env{t: t, srv: srv, store: st, tenant: tenant, token: signToken(t, tenant, time.Hour), cfg: cfg}
+	return &env{t: t, srv: srv, store: st, tenant: tenant, token: signToken(t, tenant, time.Hour), cfg: cfg, h: h}
 }
 
 func signToken(t testing.TB, tenant string, ttl time.Duration) string {

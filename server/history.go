@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 
 	"fhirstore/search"
+	"fhirstore/server/auth"
 	"fhirstore/store"
 )
 
@@ -44,7 +45,31 @@ func (s *Server) history(c *gin.Context, typ, id string) {
 			return
 		}
 	}
-	writeJSON(c, http.StatusOK, historyBundle(c, page))
+	total := page.Total
+	narrowed := s.narrowHistory(c, typ, page)
+	if narrowed && id != "" && len(page.Entries) == 0 && total > 0 {
+		s.abort(c, outsideCompartment(typ, id))
+		return
+	}
+	b := historyBundle(c, page)
+	if narrowed {
+		b.Total = nil // the count would include what the caller may not see
+	}
+	writeJSON(c, http.StatusOK, b)
+}
+
+// narrowHistory drops the versions a patient-scoped caller may not see
+// and tells whether it had to look (the page is then a subset).
+func (s *Server) narrowHistory(c *gin.Context, typ string, page *store.HistoryPage) bool {
+	a := accessOf(c.Request.Context())
+	if typ == "" {
+		typ = "*"
+	}
+	if a == nil || max(a.grant(typ, auth.Read), a.grant(typ, auth.Search)) == auth.Full {
+		return false
+	}
+	page.Entries = s.visibleOnly(c, page.Entries)
+	return true
 }
 
 func parseHistoryQuery(c *gin.Context, typ, id string) (store.HistoryQuery, error) {
@@ -102,7 +127,7 @@ type bundle struct {
 	ID           string         `json:"id"`
 	Meta         map[string]any `json:"meta"`
 	Type         string         `json:"type"`
-	Total        int64          `json:"total"`
+	Total        *int64         `json:"total,omitempty"`
 	Link         []bundleLink   `json:"link"`
 	Entry        []bundleEntry  `json:"entry,omitempty"`
 }
@@ -114,7 +139,7 @@ func historyBundle(c *gin.Context, page *store.HistoryPage) *bundle {
 		ID:           uuid.NewString(),
 		Meta:         map[string]any{"lastUpdated": time.Now().UTC().Format(store.InstantLayout)},
 		Type:         "history",
-		Total:        page.Total,
+		Total:        &page.Total,
 		Link:         []bundleLink{{Relation: "self", URL: pageURL(c, c.Query(cursorParam))}},
 	}
 	if page.HasNext && page.Last != nil {

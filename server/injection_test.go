@@ -27,7 +27,7 @@ func injREST(st *store.Store) http.Handler {
 	return restadapter.New(restadapter.Config{TenantOf: func(ctx context.Context) (string, bool) {
 		c, ok := server.CallerFrom(ctx)
 		return c.Tenant, ok
-	}, Store: st, Registry: db.Registry()})
+	}, Store: st, Registry: db.Registry(), Allows: server.Allows})
 }
 
 // injEnv is an env with the REST interface mounted, and a second tenant B

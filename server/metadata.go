@@ -13,7 +13,9 @@ import (
 // capabilities serves the CapabilityStatement. It needs no token so that
 // clients can discover the server before they authenticate.
 func (s *Server) capabilities(c *gin.Context) {
-	writeJSON(c, http.StatusOK, s.capabilityStatement(baseURL(c)))
+	cs := s.capabilityStatement(baseURL(c))
+	cs["rest"].([]map[string]any)[0]["security"] = securityStatement(c)
+	writeJSON(c, http.StatusOK, cs)
 }
 
 // capabilitySearchParams lists the search parameters of a type for the statement.
@@ -79,11 +81,7 @@ func (s *Server) capabilityStatement(base string) map[string]any {
 		"format":      []string{"application/fhir+json", "json"},
 		"patchFormat": []string{jsonPatchType},
 		"rest": []map[string]any{{
-			"mode": "server",
-			"security": map[string]any{
-				"cors":        false,
-				"description": "Every request except this statement needs an OAuth2 bearer token (JWT) whose tenant claim names the tenant of the host.",
-			},
+			"mode":        "server",
 			"resource":    resources,
 			"interaction": []map[string]string{{"code": "transaction"}, {"code": "batch"}, {"code": "history-system"}},
 		}},

@@ -2,80 +2,140 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"mime"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/gin-gonic/gin"
 )
 
-// FHIRJSON is the media type of every FHIR response.
+// FHIRJSON is the media type of FHIR JSON responses, the default.
 const FHIRJSON = "application/fhir+json"
+
+// FHIRXML is the media type of FHIR XML responses.
+const FHIRXML = "application/fhir+xml"
 
 // jsonFormats are the _format values and media types that mean FHIR JSON.
 var jsonFormats = map[string]bool{
 	"json": true, "application/json": true, "application/fhir+json": true, "application/json+fhir": true,
 }
 
-// xmlFormats are understood but not served yet.
+// xmlFormats are the _format values and media types that mean FHIR XML.
 var xmlFormats = map[string]bool{
 	"xml": true, "text/xml": true, "application/xml": true, "application/fhir+xml": true, "application/xml+fhir": true,
 }
 
-// negotiate checks that the client accepts FHIR JSON, from _format first and
-// the Accept header otherwise (406 when it does not).
+// formatKey is the gin context key set to formatXML when the response of
+// the request is FHIR XML; absent, it is JSON.
+const formatKey = "fhirstore.format"
+
+const formatXML = "xml"
+
+// nestedRequest marks the context of every FHIR request once its format is
+// decided: the GET entries of a batch run as nested requests with a context
+// derived from it, and answer JSON to the bundle code whatever their URL asks.
+type nestedRequest struct{}
+
+// negotiate decides the response format, from _format first and the Accept
+// header otherwise (406 when the client accepts neither JSON nor XML), and
+// records it under formatKey.
 func negotiate(c *gin.Context) error {
+	ctx := c.Request.Context()
+	if ctx.Value(nestedRequest{}) != nil {
+		return nil
+	}
+	format, err := responseFormat(c)
+	if err != nil {
+		return err
+	}
+	if format == formatXML {
+		c.Set(formatKey, formatXML)
+	}
+	c.Request = c.Request.WithContext(context.WithValue(ctx, nestedRequest{}, true))
+	return nil
+}
+
+// responseFormat is "json" or "xml" as the client asks.
+func responseFormat(c *gin.Context) (string, error) {
 	if f := c.Query("_format"); f != "" {
 		mt, _, err := mime.ParseMediaType(f)
 		if err != nil {
 			mt = strings.ToLower(strings.TrimSpace(f))
 		}
-		if jsonFormats[mt] {
-			return nil
+		switch {
+		case jsonFormats[mt]:
+			return "json", nil
+		case xmlFormats[mt]:
+			return formatXML, nil
 		}
-		return fail(http.StatusNotAcceptable, "not-supported", fmt.Sprintf("_format %q is not supported; this server answers application/fhir+json", f), "_format")
+		return "", fail(http.StatusNotAcceptable, "not-supported", fmt.Sprintf("_format %q is not supported; this server answers %s or %s", f, FHIRJSON, FHIRXML), "_format")
 	}
 	accept := c.GetHeader("Accept")
-	if accept == "" || acceptsJSON(accept) {
-		return nil
+	if accept == "" {
+		return "json", nil
 	}
-	return fail(http.StatusNotAcceptable, "not-supported", fmt.Sprintf("cannot answer Accept %q; this server answers application/fhir+json", accept), "")
+	if f := acceptedFormat(accept); f != "" {
+		return f, nil
+	}
+	return "", fail(http.StatusNotAcceptable, "not-supported", fmt.Sprintf("cannot answer Accept %q; this server answers %s or %s", accept, FHIRJSON, FHIRXML), "")
 }
 
-func acceptsJSON(accept string) bool {
+// acceptedFormat picks the format of the highest quality in an Accept
+// header, the first listed on a tie, "" when none is acceptable.
+func acceptedFormat(accept string) string {
+	best, bestQ := "", 0.0
 	for _, part := range strings.Split(accept, ",") {
 		mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
-		if err != nil || params["q"] == "0" {
+		if err != nil {
 			continue
 		}
-		if jsonFormats[mt] || mt == "*/*" || mt == "application/*" {
-			return true
+		q := 1.0
+		if v, ok := params["q"]; ok {
+			if q, err = strconv.ParseFloat(v, 64); err != nil {
+				continue
+			}
+		}
+		f := ""
+		switch {
+		case jsonFormats[mt] || mt == "*/*" || mt == "application/*":
+			f = "json"
+		case xmlFormats[mt]:
+			f = formatXML
+		}
+		if f != "" && q > bestQ {
+			best, bestQ = f, q
 		}
 	}
-	return false
+	return best
 }
 
 // jsonPatchType is the media type of a JSON Patch body.
 const jsonPatchType = "application/json-patch+json"
 
-// readBody reads a FHIR JSON request body, enforcing the media type (415)
-// and the size limit (413).
+// readBody reads a FHIR request body as JSON, enforcing the media type
+// (415) and the size limit (413); an XML body is converted to FHIR JSON
+// here, so everything after sees JSON only.
 func (s *Server) readBody(c *gin.Context) ([]byte, error) {
+	isXML := false
 	for _, ct := range c.Request.Header.Values("Content-Type") {
 		mt, _, err := mime.ParseMediaType(ct)
-		if err != nil || !jsonFormats[mt] {
-			what := "is not supported"
-			if xmlFormats[mt] {
-				what = "is not supported yet (send application/fhir+json)"
-			}
-			return nil, fail(http.StatusUnsupportedMediaType, "not-supported", fmt.Sprintf("Content-Type %q %s", ct, what), "")
+		if err != nil || !(jsonFormats[mt] || xmlFormats[mt]) {
+			msg := fmt.Sprintf("Content-Type %q is not supported; send %s or %s", ct, FHIRJSON, FHIRXML)
+			return nil, fail(http.StatusUnsupportedMediaType, "not-supported", msg, "")
 		}
+		isXML = isXML || xmlFormats[mt]
 	}
-	return s.readLimited(c)
+	body, err := s.readLimited(c)
+	if err != nil || !isXML {
+		return body, err
+	}
+	return xmlToJSON(body)
 }
 
 // readPatch reads a JSON Patch request body (Content-Type
@@ -124,8 +184,13 @@ func writeJSON(c *gin.Context, status int, v any) {
 	writeRaw(c, status, bytes.TrimRight(buf.Bytes(), "\n"))
 }
 
-// writeRaw writes an already rendered FHIR JSON body, indented on _pretty=true.
+// writeRaw writes an already rendered FHIR JSON body, indented on
+// _pretty=true, as FHIR XML when the request asked for XML.
 func writeRaw(c *gin.Context, status int, body []byte) {
+	if c.GetString(formatKey) == formatXML {
+		writeXML(c, status, body)
+		return
+	}
 	if c.Query("_pretty") == "true" {
 		var buf bytes.Buffer
 		if json.Indent(&buf, body, "", "  ") == nil {

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -15,6 +16,7 @@ import (
 
 	"fhirstore/fhirschema"
 	"fhirstore/search"
+	"fhirstore/server/auth"
 	"fhirstore/store"
 	"fhirstore/store/document"
 )
@@ -31,17 +33,12 @@ func (s *Server) searchType(c *gin.Context, typ string) {
 		s.notSupported(c, "search is not configured")
 		return
 	}
-	q, err := s.cfg.Registry.Parse(typ, params, search.ParseOptions{Strict: prefer(c, "handling") == "strict"})
+	q, page, err := s.runSearch(c, typ, params, search.ParseOptions{Strict: prefer(c, "handling") == "strict"})
 	if err != nil {
-		s.abort(c, searchError(err))
+		s.abort(c, err)
 		return
 	}
-	page, err := s.store.Search(c.Request.Context(), c.GetString(tenantKey), q)
-	if err != nil {
-		s.abort(c, searchError(err))
-		return
-	}
-	page.Included = slices.DeleteFunc(page.Included, func(r *store.Resource) bool { return !mayRead(c, r.Type) })
+	page.Included = s.visibleOnly(c, page.Included)
 	b, err := searchBundle(c, typ, params, q, page)
 	if err != nil {
 		s.abort(c, err)
@@ -50,13 +47,41 @@ func (s *Server) searchType(c *gin.Context, typ string) {
 	writeJSON(c, http.StatusOK, b)
 }
 
-// mayRead tells whether the caller may read resources of a type. Every
-// authenticated caller may read everything until scopes are enforced; the
-// includes and compartments already ask, so nothing outside a caller's
-// scopes will be added to a Bundle once they are.
-func mayRead(c *gin.Context, resourceType string) bool {
-	_, ok := CallerFrom(c.Request.Context())
-	return ok && resourceType != ""
+// runSearch runs the search of typ with params. A caller whose scopes
+// reach only its patient's compartment searches that compartment, and
+// cannot use _has from outside it (it would reveal other patients' data).
+func (s *Server) runSearch(c *gin.Context, typ string, params url.Values, opts search.ParseOptions) (*search.Query, *store.SearchPage, error) {
+	ctx, tenant := c.Request.Context(), c.GetString(tenantKey)
+	g, err := s.permit(c, typ, auth.Search)
+	if err != nil {
+		return nil, nil, err
+	}
+	if restricted(g, typ) && typ == "Patient" { // the patient itself, not the records it links to
+		params = cloneValues(params)
+		params.Add("_id", accessOf(ctx).patient)
+	} else if restricted(g, typ) {
+		q, page, err := s.compartmentPage(ctx, tenant, typ, accessOf(ctx).patient, params, opts)
+		return q, page, searchError(err)
+	}
+	if g == auth.PatientOnly && hasReverseChain(params) {
+		return nil, nil, fail(http.StatusForbidden, "forbidden", "_has is not available to a patient scope on "+typ, "_has")
+	}
+	q, err := s.cfg.Registry.Parse(typ, params, opts)
+	if err != nil {
+		return nil, nil, searchError(err)
+	}
+	page, err := s.store.Search(ctx, tenant, q)
+	return q, page, searchError(err)
+}
+
+// hasReverseChain tells whether params use _has.
+func hasReverseChain(params url.Values) bool {
+	for k := range params {
+		if strings.HasPrefix(k, "_has:") || k == "_has" {
+			return true
+		}
+	}
+	return false
 }
 
 // searchParams are the URL's parameters plus, for POST _search, the form body's.
@@ -236,4 +261,13 @@ func tagSubsetted(doc bson.D) bson.D {
 		return doc
 	}
 	return doc
+}
+
+// cloneValues copies params so that a handler can add to them.
+func cloneValues(params url.Values) url.Values {
+	out := make(url.Values, len(params))
+	for k, vs := range params {
+		out[k] = slices.Clone(vs)
+	}
+	return out
 }

@@ -4,6 +4,7 @@
 package server
 
 import (
+	"context"
 	"net/http"
 	"sort"
 	"strings"
@@ -33,9 +34,15 @@ type Config struct {
 	Registry *search.Registry
 	// MaxBundleEntries bounds the entries of a batch or transaction (413 beyond).
 	MaxBundleEntries int
+	// Audit, when set, records every FHIR and REST request as an AuditEvent
+	// in its tenant's database (see Server.Close).
+	Audit bool
 	// REST, when set, serves /api/v1 behind the same tenant and token checks
 	// as FHIR; it finds the caller with CallerFrom.
 	REST http.Handler
+	// Metrics, when set, counts and times every request and serves the
+	// series at /metrics (no token needed); nil turns both off.
+	Metrics *Metrics
 }
 
 // restPrefix is where the REST interface is mounted.
@@ -52,6 +59,7 @@ type Server struct {
 	log     *zap.Logger
 	tenants *tenantCache
 	engine  *gin.Engine
+	auditor *auditor
 }
 
 // New builds the HTTP handler tree.
@@ -72,8 +80,20 @@ func New(cfg Config, st *store.Store, authn auth.Authenticator, logger *zap.Logg
 		cfg.Version = "dev"
 	}
 	s := &Server{cfg: cfg, store: st, auth: authn, log: logger, tenants: newTenantCache(cfg.TenantCacheTTL)}
+	if cfg.Audit {
+		s.auditor = newAuditor(st, logger)
+	}
 	s.engine = s.routes()
 	return s
+}
+
+// Close writes the audit records still queued, waiting at most until ctx
+// ends; call it after the HTTP server has shut down.
+func (s *Server) Close(ctx context.Context) error {
+	if s.auditor == nil {
+		return nil
+	}
+	return s.auditor.close(ctx)
 }
 
 // ServeHTTP implements http.Handler.
@@ -85,13 +105,17 @@ func (s *Server) routes() *gin.Engine {
 	e.RedirectTrailingSlash = false
 	e.RedirectFixedPath = false
 	e.HandleMethodNotAllowed = false
-	e.Use(s.requestID, s.accessLog, s.recovery)
+	e.Use(s.requestID, s.accessLog, s.observe, s.recovery)
+	e.Use(s.withEndpoint)
+	e.POST("/oauth2/token", s.oauthToken)
+	e.GET("/oauth2/jwks", s.oauthJWKS)
 	e.GET("/healthz", s.healthz)
+	e.GET("/metrics", s.metricsHandler)
 	e.GET("/readyz", s.readyz)
 	e.Any("/fhir/r4/*path", s.fhirFormat, s.fhir)
 	e.Any("/fhir/r4", s.fhirFormat, s.fhir) // the base itself: POST of a batch or transaction
 	if s.cfg.REST != nil {
-		e.Any(restPrefix+"/*path", s.tenant, s.authenticate, gin.WrapH(s.cfg.REST))
+		e.Any(restPrefix+"/*path", s.tenant, s.audit, s.authenticate, gin.WrapH(s.cfg.REST))
 	}
 	e.NoRoute(func(c *gin.Context) {
 		s.abort(c, fail(http.StatusNotFound, "not-found", "no such endpoint: "+c.Request.URL.Path, ""))
@@ -109,15 +133,24 @@ func (s *Server) fhirFormat(c *gin.Context) {
 // fhir serves the CapabilityStatement to anyone and everything else to
 // authenticated callers of an existing tenant.
 func (s *Server) fhir(c *gin.Context) {
-	if c.Param("path") == "/metadata" && c.Request.Method == http.MethodGet {
-		s.capabilities(c)
-		return
-	}
-	for _, step := range []gin.HandlerFunc{s.tenant, s.authenticate, s.dispatch} {
-		if step(c); c.IsAborted() {
+	if c.Request.Method == http.MethodGet {
+		switch c.Param("path") {
+		case "/metadata":
+			s.capabilities(c)
+			return
+		case smartConfigPath:
+			s.smartConfiguration(c)
 			return
 		}
 	}
+	if s.tenant(c); c.IsAborted() {
+		return
+	}
+	start := time.Now()
+	if s.authenticate(c); !c.IsAborted() {
+		s.dispatch(c)
+	}
+	s.recordAudit(c, start)
 }
 
 // route serves one interaction; segs are the path segments after /fhir/r4.
@@ -185,7 +218,8 @@ func (s *Server) dispatch(c *gin.Context) {
 	if len(segs) == 1 && segs[0] == "" {
 		segs = nil
 	}
-	methods, ok := fhirRoutes[shapeOf(segs)]
+	shape := shapeOf(segs)
+	methods, ok := fhirRoutes[shape]
 	if !ok {
 		s.abort(c, fail(http.StatusNotFound, "not-found", "no such FHIR endpoint: "+c.Request.URL.Path, ""))
 		return
@@ -203,6 +237,10 @@ func (s *Server) dispatch(c *gin.Context) {
 		sort.Strings(allow)
 		c.Header("Allow", strings.Join(allow, ", "))
 		s.abort(c, fail(http.StatusMethodNotAllowed, "not-supported", c.Request.Method+" is not allowed on "+c.Request.URL.Path, ""))
+		return
+	}
+	if err := s.permitRoute(c, shape, segs); err != nil {
+		s.abort(c, err)
 		return
 	}
 	handle(s, c, segs)

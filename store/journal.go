@@ -293,6 +293,12 @@ func (s *Store) Recover(ctx context.Context, olderThan time.Duration) (RecoveryR
 	return total, nil
 }
 
+// Recovered counts the transactions every Recover and RecoverTenant of
+// this Store has finished since it was opened.
+func (s *Store) Recovered() RecoveryReport {
+	return RecoveryReport{RolledForward: int(s.rolledForward.Load()), RolledBack: int(s.rolledBack.Load())}
+}
+
 // RecoverTenant is Recover for one tenant.
 func (s *Store) RecoverTenant(ctx context.Context, tenant string, olderThan time.Duration) (RecoveryReport, error) {
 	var r RecoveryReport
@@ -320,9 +326,11 @@ func (s *Store) RecoverTenant(ctx context.Context, tenant string, olderThan time
 				return r, fmt.Errorf("roll transaction %s forward: %w", e.ID, err)
 			}
 			r.RolledForward++
+			s.rolledForward.Add(1)
 		} else {
 			s.rollBack(ctx, tenant, e)
 			r.RolledBack++
+			s.rolledBack.Add(1)
 		}
 		s.log.Info("recovered transaction", zap.String("tenant", tenant), zap.String("txn", e.ID), zap.Bool("committed", committed))
 	}

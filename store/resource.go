@@ -46,7 +46,15 @@ type WriteOptions struct {
 	IfExists bool
 	// Lenient accepts unknown elements with a warning instead of rejecting them.
 	Lenient bool
+	// Guard, when set, approves every version before it is written; its
+	// error aborts the write (the whole transaction, in a transaction).
+	Guard Guard
 }
+
+// Guard approves a change of a resource: current is the version it
+// replaces (nil for a create), next the version about to be written
+// (Deleted for a delete). Authorization checks use it to see both.
+type Guard func(current, next *Resource) error
 
 // idPattern is the FHIR id datatype.
 var idPattern = regexp.MustCompile(`^[A-Za-z0-9\-.]{1,64}$`)
@@ -107,7 +115,7 @@ func (s *Store) Create(ctx context.Context, tenant, typ string, body []byte, opt
 		return nil, err
 	}
 	id := uuid.NewString()
-	res, err := s.write(ctx, tenant, in, id, nil, "POST")
+	res, err := s.write(ctx, tenant, in, id, nil, "POST", opts.Guard)
 	if err != nil {
 		return nil, fmt.Errorf("create %s: %w", typ, err)
 	}
@@ -134,7 +142,7 @@ func (s *Store) Update(ctx context.Context, tenant, typ, id string, body []byte,
 	if err := checkIfMatch(opts, cur); err != nil {
 		return nil, false, fmt.Errorf("update %s/%s: %w", typ, id, err)
 	}
-	res, err = s.write(ctx, tenant, in, id, cur, "PUT")
+	res, err = s.write(ctx, tenant, in, id, cur, "PUT", opts.Guard)
 	if err != nil {
 		return nil, false, fmt.Errorf("update %s/%s: %w", typ, id, s.conflict(err, opts))
 	}
@@ -160,7 +168,7 @@ func (s *Store) Delete(ctx context.Context, tenant, typ, id string, opts WriteOp
 	if cur.Deleted {
 		return nil, fmt.Errorf("delete %s/%s: %w", typ, id, ErrGone)
 	}
-	res, err := s.write(ctx, tenant, &prepared{typ: typ}, id, cur, "DELETE")
+	res, err := s.write(ctx, tenant, &prepared{typ: typ}, id, cur, "DELETE", opts.Guard)
 	if err != nil {
 		return nil, fmt.Errorf("delete %s/%s: %w", typ, id, s.conflict(err, opts))
 	}
@@ -269,7 +277,7 @@ type version struct {
 
 // buildVersion plans the version after cur (nil for a new resource) written
 // by method at ts, moved past cur's time to keep versions ordered.
-func (s *Store) buildVersion(in *prepared, id string, cur *storedDoc, method string, ts time.Time) (*version, error) {
+func (s *Store) buildVersion(in *prepared, id string, cur *storedDoc, method string, ts time.Time, guard Guard) (*version, error) {
 	vid := 1
 	if cur != nil {
 		vid = cur.VID + 1
@@ -290,6 +298,9 @@ func (s *Store) buildVersion(in *prepared, id string, cur *storedDoc, method str
 		doc:  storedDoc{ID: id, VID: vid, LastUpdated: ts, Deleted: method == "DELETE", Method: method, Resource: raw, NumText: in.numText},
 		res:  &Resource{Type: in.typ, ID: id, VersionID: vid, LastUpdated: ts, Method: method, Deleted: method == "DELETE", JSON: out, Warnings: in.warnings},
 	}
+	if err := approve(guard, in.typ, cur, v.res); err != nil {
+		return nil, err
+	}
 	if !v.doc.Deleted {
 		var err error
 		if v.doc.Idx, v.doc.Sort, err = s.index(in.typ, out); err != nil {
@@ -299,10 +310,25 @@ func (s *Store) buildVersion(in *prepared, id string, cur *storedDoc, method str
 	return v, nil
 }
 
+// approve asks guard, when set, to approve next as the successor of cur.
+func approve(guard Guard, typ string, cur *storedDoc, next *Resource) error {
+	if guard == nil {
+		return nil
+	}
+	var current *Resource
+	if cur != nil && !cur.Deleted {
+		var err error
+		if current, err = cur.toResource(typ); err != nil {
+			return err
+		}
+	}
+	return guard(current, next)
+}
+
 // write is the one path a single change takes: next version and timestamp,
 // history row (its unique _id is the optimistic lock), then current row.
-func (s *Store) write(ctx context.Context, tenant string, in *prepared, id string, cur *storedDoc, method string) (*Resource, error) {
-	v, err := s.buildVersion(in, id, cur, method, s.now())
+func (s *Store) write(ctx context.Context, tenant string, in *prepared, id string, cur *storedDoc, method string, guard Guard) (*Resource, error) {
+	v, err := s.buildVersion(in, id, cur, method, s.now(), guard)
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/event"
@@ -132,6 +133,9 @@ type Store struct {
 	// live holds the transactions this process is committing; recovery
 	// leaves them alone however old they are.
 	live sync.Map
+	// rolledForward and rolledBack count what recovery has done since
+	// Open (metrics).
+	rolledForward, rolledBack atomic.Int64
 }
 
 // Open connects to the MongoDB at uri and checks it answers.

@@ -350,7 +350,7 @@ func (t *txn) plan(context.Context) error {
 		if o.Method == "DELETE" {
 			in = &prepared{typ: o.Type}
 		}
-		v, err := t.s.buildVersion(in, o.ID, o.cur, methodOf(o), ts)
+		v, err := t.s.buildVersion(in, o.ID, o.cur, methodOf(o), ts, o.Options.Guard)
 		if err != nil {
 			return o.fail(err)
 		}

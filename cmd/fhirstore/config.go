@@ -30,9 +30,23 @@ var settings = []setting{
 	{"shutdown-timeout", "FHIRSTORE_SHUTDOWN_TIMEOUT", "20s", "how long a graceful shutdown waits for requests in flight"},
 	{"read-header-timeout", "FHIRSTORE_READ_HEADER_TIMEOUT", "10s", "how long a client may take to send a request's headers before the connection is cut"},
 	{"read-timeout", "FHIRSTORE_READ_TIMEOUT", "2m", "how long a client may take to send a whole request, body included, before the connection is cut"},
-	{"tenant", "FHIRSTORE_TENANT", "demo", "tenant the token is for"},
-	{"scope", "FHIRSTORE_TOKEN_SCOPE", "system/*.*", "space-separated scopes of the token"},
+	{"metrics", "FHIRSTORE_METRICS", "true", "serve Prometheus metrics at /metrics (no token needed); false turns them off"},
+	{"dev", "FHIRSTORE_DEV", "auto", "accept HS256 dev tokens signed with the data dir's key: true, false, or auto (true unless an external issuer is configured)"},
+	{"issuer", "FHIRSTORE_ISSUER", "", "iss of an external authorization server whose RS256/ES256 tokens are accepted"},
+	{"issuer-jwks-url", "FHIRSTORE_ISSUER_JWKS_URL", "", "JWKS URL of --issuer's signing keys (fetched, cached, refetched for an unknown kid)"},
+	{"issuer-jwks-file", "FHIRSTORE_ISSUER_JWKS_FILE", "", "JWKS file of --issuer's signing keys, instead of --issuer-jwks-url"},
+	{"issuer-tenants", "FHIRSTORE_ISSUER_TENANTS", "", "comma-separated tenants --issuer is trusted for; * for all (its tokens must then name their tenant)"},
+	{"audience", "FHIRSTORE_AUDIENCE", "", "comma-separated audiences accepted from --issuer besides the tenant's FHIR base URL"},
+	{"issuer-config", "FHIRSTORE_ISSUER_CONFIG", "", "JSON file of trusted issuers, instead of or besides --issuer (see docs/authentication.md)"},
+	{"token-issuer", "FHIRSTORE_TOKEN_ISSUER", "", "iss of the tokens of /oauth2/token; empty uses the request's scheme://host"},
+	{"token-ttl", "FHIRSTORE_ACCESS_TOKEN_TTL", "5m", "lifetime of the tokens of /oauth2/token"},
+	{"clock-skew", "FHIRSTORE_CLOCK_SKEW", "60s", "clock skew allowed on exp, nbf and iat of tokens and client assertions"},
+	{"tenant", "FHIRSTORE_TENANT", "demo", "tenant the token or client is for"},
+	{"scope", "FHIRSTORE_TOKEN_SCOPE", "system/*.*", "space-separated scopes of the token or client"},
 	{"ttl", "FHIRSTORE_TOKEN_TTL", "1h", "lifetime of the token"},
+	{"name", "FHIRSTORE_CLIENT_NAME", "", "display name of the client"},
+	{"jwks-file", "FHIRSTORE_CLIENT_JWKS_FILE", "", "JWKS file of the client's public keys: it authenticates with signed JWTs instead of a secret"},
+	{"jwks-url", "FHIRSTORE_CLIENT_JWKS_URL", "", "JWKS URL of the client's public keys: it authenticates with signed JWTs instead of a secret"},
 	{"url", "FHIRSTORE_URL", "http://localhost:8080/fhir/r4", "FHIR base URL to load into"},
 	{"token", "FHIRSTORE_TOKEN", "", "bearer token for --url; empty signs a dev token for --tenant with the data dir's key"},
 	{"workers", "FHIRSTORE_LOAD_WORKERS", "4", "Bundles sent at the same time"},
@@ -79,7 +93,7 @@ func (c *config) parse(args []string) ([]string, error) {
 			if errors.Is(err, flag.ErrHelp) {
 				return nil, err
 			}
-			return nil, fmt.Errorf("%w (see fhirstore %s -h)", err, c.fs.Name()[len("fhirstore "):])
+			return nil, usageError(c.fs.Name()[len("fhirstore "):], err)
 		}
 		rest := c.fs.Args()
 		if len(rest) == 0 {
@@ -89,12 +103,13 @@ func (c *config) parse(args []string) ([]string, error) {
 	}
 }
 
-// usage prints the flags of the command.
+// usage prints the synopsis, the flags and the examples of the command.
 func (c *config) usage(w io.Writer, synopsis string) {
 	fmt.Fprintf(w, "usage: %s\n\nflags:\n", synopsis)
 	c.fs.SetOutput(w)
 	c.fs.PrintDefaults()
 	c.fs.SetOutput(io.Discard)
+	printExamples(w, c.fs.Name()[len("fhirstore "):])
 }
 
 func (c *config) str(name string) string { return *c.vals[name] }

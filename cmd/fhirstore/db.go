@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"go.mongodb.org/mongo-driver/v2/event"
 	"go.uber.org/zap"
 
 	"fhirstore/fhirschema"
@@ -34,13 +35,15 @@ type storeOptions struct {
 	validate        store.Validator
 	registry        *search.Registry
 	eagerIndexTypes []string
+	// monitor observes every database command (metrics); nil for none.
+	monitor *event.CommandMonitor
 }
 
 // openDatabase opens the external MongoDB when uri is set; otherwise the
 // embedded database of dataDir (shared with a server already running on it
 // when share is true, refused when it is false).
 func openDatabase(ctx context.Context, uri, dataDir string, share bool, so storeOptions, logger *zap.Logger) (*database, error) {
-	opts := store.Options{ResourceTypes: fhirschema.IsResourceType, Validate: so.validate, Registry: so.registry, EagerIndexTypes: so.eagerIndexTypes, Logger: logger}
+	opts := store.Options{ResourceTypes: fhirschema.IsResourceType, Validate: so.validate, Registry: so.registry, EagerIndexTypes: so.eagerIndexTypes, Logger: logger, Monitor: so.monitor}
 	if uri != "" {
 		st, err := store.Open(ctx, uri, opts)
 		if err != nil {

@@ -3,6 +3,7 @@
 //	fhirstore [serve] [flags]            run the server (the default)
 //	fhirstore token --tenant NAME        print a dev bearer token
 //	fhirstore tenant create|list|delete  manage tenants
+//	fhirstore client create|list|delete  manage OAuth clients of /oauth2/token
 //	fhirstore load [flags] PATH...       load Bundles and ndjson files
 package main
 
@@ -38,6 +39,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cmd := "serve"
 	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
 		cmd, args = args[0], args[1:]
+	} else if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
+		topUsage(stdout) // the commands first; fhirstore serve -h lists the server's flags
+		return flag.ErrHelp
+	}
+	if cmd == "help" {
+		if len(args) == 0 {
+			topUsage(stdout)
+			return nil
+		}
+		cmd, args = args[0], []string{"-h"}
 	}
 	switch cmd {
 	case "serve":
@@ -48,10 +59,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return tenant(ctx, args, stdout, stderr)
 	case "load":
 		return load(ctx, args, stdout, stderr)
-	case "help":
-		fmt.Fprintln(stdout, "usage: fhirstore [serve|token|tenant|load] [flags]; fhirstore COMMAND -h for its flags")
-		return nil
+	case "client":
+		return client(ctx, args, stdout, stderr)
 	default:
-		return fmt.Errorf("unknown command %q (want serve, token, tenant or load)", cmd)
+		return errUnknownCommand(cmd)
 	}
 }

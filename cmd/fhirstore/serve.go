@@ -8,6 +8,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -25,12 +27,12 @@ import (
 // indexes exist from the moment a tenant is created.
 var specTypes = []string{"Patient", "QuestionnaireResponse", "Practitioner", "EpisodeOfCare", "DiagnosticReport", "CarePlan", "List", "Questionnaire"}
 
-var serveFlags = []string{"addr", "data-dir", "base-domain", "default-tenant", "mongodb-uri", "max-body-bytes", "max-bundle-entries", "txn-recovery-age", "log-level", "shutdown-timeout", "read-header-timeout", "read-timeout"}
+var serveFlags = []string{"addr", "data-dir", "base-domain", "default-tenant", "mongodb-uri", "max-body-bytes", "max-bundle-entries", "txn-recovery-age", "log-level", "shutdown-timeout", "read-header-timeout", "read-timeout", "metrics", "dev", "issuer", "issuer-jwks-url", "issuer-jwks-file", "issuer-tenants", "audience", "issuer-config", "token-issuer", "token-ttl", "clock-skew"}
 
 // serve runs the server until ctx is cancelled (SIGINT or SIGTERM).
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cfg := newConfig("serve", serveFlags...)
-	if _, err := cfg.parse(args); err != nil {
+	if _, err := cfg.parse(boolFlagArgs(boolFlagArgs(args, "metrics"), "dev")); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			cfg.usage(stdout, "fhirstore serve [flags]")
 		}
@@ -60,6 +62,14 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	withMetrics, err := strconv.ParseBool(cfg.str("metrics"))
+	if err != nil {
+		return fmt.Errorf("--metrics: %q is not true or false", cfg.str("metrics"))
+	}
+	var metrics *server.Metrics
+	if withMetrics {
+		metrics = server.NewMetrics()
+	}
 	if t := cfg.str("default-tenant"); t != "" {
 		if err := store.ValidateTenantName(t); err != nil {
 			return fmt.Errorf("--default-tenant: %w", err)
@@ -78,6 +88,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("data dir %s: %w", dataDir, err)
 	}
+	verifier, err := newVerifier(cfg, key)
+	if err != nil {
+		return err
+	}
 	validator, err := fhirschema.NewValidator()
 	if err != nil {
 		return err
@@ -86,7 +100,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	db, err := openDatabase(ctx, cfg.str("mongodb-uri"), dataDir, false, storeOptions{validate: server.StoreValidator(validator), registry: registry, eagerIndexTypes: specTypes}, logger)
+	db, err := openDatabase(ctx, cfg.str("mongodb-uri"), dataDir, false, storeOptions{validate: server.StoreValidator(validator), registry: registry, eagerIndexTypes: specTypes, monitor: metrics.CommandMonitor()}, logger)
 	if err != nil {
 		return err
 	}
@@ -109,10 +123,13 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return "", false
 		}
 		return c.Tenant, true
-	}, Store: db.store, Registry: registry, Logger: logger})
+	}, Store: db.store, Registry: registry, Logger: logger, Allows: server.Allows})
 	srvCfg := server.Config{BaseDomain: cfg.str("base-domain"), DefaultTenant: cfg.str("default-tenant"), MaxBodyBytes: maxBody,
-		MaxBundleEntries: int(maxEntries), Version: version, REST: rest, Registry: registry}
-	h := server.New(srvCfg, db.store, auth.HS256{Key: key, Issuer: auth.DevIssuer, Leeway: time.Minute}, logger)
+		MaxBundleEntries: int(maxEntries), Version: version, REST: rest, Registry: registry, Metrics: metrics}
+	if verifier.Local, err = localIssuer(ctx, cfg, db.store); err != nil {
+		return err
+	}
+	h := server.New(srvCfg, db.store, verifier, logger)
 	httpSrv := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: readHeaderTimeout, // slow clients must not hold connections open
@@ -124,7 +141,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	go func() { errc <- httpSrv.Serve(ln) }()
 	go sweepTransactions(ctx, db.store, recoveryAge, logger)
 	lifecycle.Info("listening", zap.String("addr", ln.Addr().String()), zap.Bool("embedded_db", db.embedded != nil))
-	if err := printBanner(stdout, ln.Addr(), srvCfg, key); err != nil {
+	if err := printBanner(stdout, ln.Addr(), srvCfg, verifier.Dev); err != nil {
 		logger.Warn("print start-up banner", zap.Error(err))
 	}
 
@@ -144,13 +161,18 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 }
 
 // printBanner tells a new user where the server is and how to call it.
-func printBanner(w io.Writer, addr net.Addr, cfg server.Config, key []byte) error {
+func printBanner(w io.Writer, addr net.Addr, cfg server.Config, dev *auth.HS256) error {
 	_, port, _ := net.SplitHostPort(addr.String())
 	if cfg.DefaultTenant == "" {
 		_, err := fmt.Fprintf(w, "fhirstore is listening on %s (no default tenant; create one with: fhirstore tenant create NAME)\n", addr)
 		return err
 	}
-	tok, err := auth.SignHS256(key, auth.TokenRequest{Tenant: cfg.DefaultTenant, Scope: "system/*.*", TTL: 24 * time.Hour})
+	if dev == nil { // tokens come from the configured issuers or /oauth2/token
+		_, err := fmt.Fprintf(w, "fhirstore is running.\n\n  FHIR base URL:  http://%s.%s:%s/fhir/r4\n  Token endpoint: http://%s.%s:%s/oauth2/token (clients: fhirstore client create)\n\n",
+			cfg.DefaultTenant, cfg.BaseDomain, port, cfg.DefaultTenant, cfg.BaseDomain, port)
+		return err
+	}
+	tok, err := auth.SignHS256(dev.Key, auth.TokenRequest{Tenant: cfg.DefaultTenant, Scope: "system/*.*", TTL: 24 * time.Hour})
 	if err != nil {
 		return err
 	}
@@ -214,4 +236,77 @@ func sweepTransactions(ctx context.Context, st *store.Store, age time.Duration, 
 			}
 		}
 	}
+}
+
+// newVerifier builds the Authenticator from the auth settings: trusted
+// issuers from --issuer and --issuer-config, and the dev key in dev mode.
+func newVerifier(cfg *config, devKey []byte) (*auth.Verifier, error) {
+	skew, err := cfg.duration("clock-skew")
+	if err != nil {
+		return nil, err
+	}
+	var entries []auth.IssuerEntry
+	if path := cfg.str("issuer-config"); path != "" {
+		if entries, err = auth.LoadIssuerConfig(path); err != nil {
+			return nil, fmt.Errorf("--issuer-config: %w", err)
+		}
+	}
+	if iss := cfg.str("issuer"); iss != "" {
+		entries = append(entries, auth.IssuerEntry{Issuer: iss, JWKSURL: cfg.str("issuer-jwks-url"), JWKSFile: cfg.str("issuer-jwks-file"),
+			Tenants: splitList(cfg.str("issuer-tenants")), Audiences: splitList(cfg.str("audience"))})
+	} else {
+		for _, name := range []string{"issuer-jwks-url", "issuer-jwks-file", "issuer-tenants", "audience"} {
+			if cfg.str(name) != "" {
+				return nil, fmt.Errorf("--%s needs --issuer", name)
+			}
+		}
+	}
+	v := &auth.Verifier{Leeway: skew}
+	for _, e := range entries {
+		for _, t := range e.Tenants {
+			if t == auth.AnyTenant {
+				continue
+			}
+			if err := store.ValidateTenantName(t); err != nil {
+				return nil, fmt.Errorf("issuer %s: %w", e.Issuer, err)
+			}
+		}
+		t, err := e.Trusted()
+		if err != nil {
+			return nil, err
+		}
+		v.Issuers = append(v.Issuers, t)
+	}
+	var dev bool
+	switch d := cfg.str("dev"); d {
+	case "auto":
+		dev = len(v.Issuers) == 0
+	default:
+		if dev, err = strconv.ParseBool(d); err != nil {
+			return nil, fmt.Errorf("--dev: %q is not true, false or auto", d)
+		}
+	}
+	if dev {
+		v.Dev = &auth.HS256{Key: devKey, Issuer: auth.DevIssuer, Leeway: skew}
+	}
+	return v, nil
+}
+
+// localIssuer is the server's own token endpoint, signing with the key
+// all instances on the database share.
+func localIssuer(ctx context.Context, cfg *config, st *store.Store) (*auth.LocalIssuer, error) {
+	ttl, err := cfg.duration("token-ttl")
+	if err != nil {
+		return nil, err
+	}
+	key, err := st.SigningKey(ctx, auth.GenerateLocalKey)
+	if err != nil {
+		return nil, fmt.Errorf("token signing key: %w", err)
+	}
+	return auth.NewLocalIssuer(key, cfg.str("token-issuer"), ttl)
+}
+
+// splitList splits a comma- or space-separated list.
+func splitList(s string) []string {
+	return strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' })
 }

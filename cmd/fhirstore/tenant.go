@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 
 	"go.uber.org/zap"
 )
@@ -21,14 +22,14 @@ func tenant(ctx context.Context, args []string, stdout, _ io.Writer) error {
 		return err
 	}
 	if len(pos) == 0 {
-		return errors.New("tenant: want create NAME, list or delete NAME")
+		return errors.New("tenant: want create NAME, list or delete NAME, as in: fhirstore tenant create acme (see fhirstore tenant -h)")
 	}
 	verb, names := pos[0], pos[1:]
 	switch {
 	case verb == "list" && len(names) == 0:
 	case (verb == "create" || verb == "delete") && len(names) == 1:
 	default:
-		return fmt.Errorf("tenant: want create NAME, list or delete NAME, not %q", pos)
+		return fmt.Errorf("tenant: want create NAME, list or delete NAME, not %q (see fhirstore tenant -h)", strings.Join(pos, " "))
 	}
 	db, err := openDatabase(ctx, cfg.str("mongodb-uri"), cfg.str("data-dir"), true, storeOptions{}, zap.NewNop())
 	if err != nil {

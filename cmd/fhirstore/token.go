@@ -21,7 +21,7 @@ func token(args []string, stdout, _ io.Writer) error {
 		return err
 	}
 	if len(pos) > 0 {
-		return fmt.Errorf("token: unexpected argument %q", pos[0])
+		return fmt.Errorf("token: unexpected argument %q; flags need dashes, as in --tenant %s (see fhirstore token -h)", pos[0], pos[0])
 	}
 	ttl, err := cfg.duration("ttl")
 	if err != nil {

@@ -33,6 +33,10 @@ type Principal struct {
 	Scopes  []string
 	// Patient is the SMART patient context, when the token carries one.
 	Patient string
+	// Issuer is the token's iss.
+	Issuer string
+	// ClientID is the OAuth client the token was issued to, when it says.
+	ClientID string
 }
 
 // Authenticator checks a bearer token. Implementations return an error
@@ -47,6 +51,8 @@ type Claims struct {
 	Tenant  string `json:"tenant"`
 	Scope   string `json:"scope,omitempty"`
 	Patient string `json:"patient,omitempty"`
+	// ClientID is the OAuth client the token was issued to (RFC 9068).
+	ClientID string `json:"client_id,omitempty"`
 }
 
 // HS256 verifies tokens signed with a shared key (dev mode only).
@@ -72,7 +78,7 @@ func (h HS256) Authenticate(_ context.Context, token string) (*Principal, error)
 	if c.Tenant == "" {
 		return nil, fmt.Errorf("%w: no tenant claim", ErrInvalidToken)
 	}
-	return &Principal{Subject: c.Subject, Tenant: c.Tenant, Scopes: strings.Fields(c.Scope), Patient: c.Patient}, nil
+	return &Principal{Subject: c.Subject, Tenant: c.Tenant, Scopes: strings.Fields(c.Scope), Patient: c.Patient, Issuer: c.Issuer, ClientID: c.ClientID}, nil
 }
 
 // TokenRequest describes a token to sign.

@@ -1,0 +1,150 @@
+package server_test
+
+import (
+	"context"
+	"encoding/base64"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"fhirstore/server"
+	"fhirstore/store"
+)
+
+// auditEvents are the AuditEvents of the env's tenant matching query,
+// read with the env's full token.
+func auditEvents(t testing.TB, e *env, query string) []map[string]any {
+	t.Helper()
+	r := e.get("/AuditEvent?_count=100&" + query)
+	if r.Status != http.StatusOK {
+		t.Fatalf("AuditEvent search: %d %s", r.Status, r.Body)
+	}
+	var out []map[string]any
+	entries, _ := r.JSON(t)["entry"].([]any)
+	for _, en := range entries {
+		out = append(out, en.(map[string]any)["resource"].(map[string]any))
+	}
+	return out
+}
+
+func closeAudit(t testing.TB, e *env) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := e.h.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestAuditTrail: every request, allowed or not, becomes an AuditEvent in
+// the tenant's database naming who, what and the outcome; a clean close
+// writes every queued record.
+func TestAuditTrail(t *testing.T) {
+	e := newEnv(t, func(c *server.Config, _ *store.Options) { c.Audit = true })
+	id := e.create("Patient", `{"resourceType":"Patient","name":[{"family":"Audited"}]}`)
+	e.get("/Patient/" + id)
+	e.get("/Patient?family=Audited")
+	e.as(scopedToken(t, e.tenant, "user/Observation.rs", ""), request{Method: http.MethodGet, Path: "/Patient/" + id})
+	e.do(request{Method: http.MethodGet, Path: "/Patient/" + id, Token: e2eStr("not-a-token")})
+	const burst = 300
+	for i := 0; i < burst; i++ {
+		e.get("/Observation/does-not-exist")
+	}
+	closeAudit(t, e)
+
+	events := auditEvents(t, e, "entity=Patient/"+id)
+	byCode := map[string][]map[string]any{}
+	for _, ev := range events {
+		code := ""
+		if st, ok := ev["subtype"].([]any); ok {
+			code = st[0].(map[string]any)["code"].(string)
+		}
+		byCode[code+" "+ev["outcome"].(string)] = append(byCode[code+" "+ev["outcome"].(string)], ev)
+	}
+	for _, want := range []string{"create 0", "read 0", "read 4"} {
+		if len(byCode[want]) == 0 {
+			t.Fatalf("no AuditEvent %q for Patient/%s; have %v", want, id, keys(byCode))
+		}
+	}
+	if n := len(byCode["read 4"]); n != 2 {
+		t.Fatalf("want 2 refused reads (403 and 401), got %d", n)
+	}
+	create := byCode["create 0"][0]
+	agent := create["agent"].([]any)[0].(map[string]any)
+	if who := agent["who"].(map[string]any); who["display"] != "dev" {
+		t.Fatalf("the create's agent is %v, want the token subject dev", who)
+	}
+	if create["action"] != "C" || create["source"].(map[string]any)["site"] != e.tenant {
+		t.Fatalf("create event: %v", create)
+	}
+	var anonymous bool
+	for _, ev := range byCode["read 4"] {
+		who := ev["agent"].([]any)[0].(map[string]any)["who"].(map[string]any)
+		anonymous = anonymous || who["display"] == "anonymous"
+	}
+	if !anonymous {
+		t.Fatal("the request with a bad token is not recorded as anonymous")
+	}
+	searches := auditEvents(t, e, "subtype=search-type")
+	found := false
+	for _, ev := range searches {
+		q, _ := ev["entity"].([]any)[0].(map[string]any)["query"].(string)
+		raw, _ := base64.StdEncoding.DecodeString(q)
+		found = found || string(raw) == "family=Audited"
+	}
+	if !found {
+		t.Fatalf("the search's query is not recorded: %d search events", len(searches))
+	}
+	if n := searchTotal(t, e, "/AuditEvent?outcome=4&subtype=read&_summary=count"); n < burst {
+		t.Fatalf("%d of the %d not-found reads were recorded before close returned", n, burst)
+	}
+}
+
+func keys[V any](m map[string]V) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+// TestSmartDiscovery: the SMART configuration and the CapabilityStatement's
+// security block are public and name the token endpoint.
+func TestSmartDiscovery(t *testing.T) {
+	e := newEnv(t)
+	none := ""
+	r := e.do(request{Method: http.MethodGet, Path: "/.well-known/smart-configuration", Token: &none})
+	if r.Status != http.StatusOK {
+		t.Fatalf("smart-configuration: %d %s", r.Status, r.Body)
+	}
+	cfg := r.JSON(t)
+	if tok, _ := cfg["token_endpoint"].(string); !strings.HasSuffix(tok, "/oauth2/token") || !strings.Contains(tok, e.tenant+".localhost") {
+		t.Fatalf("token_endpoint %v", cfg["token_endpoint"])
+	}
+	caps := strings.Join(toStrings(cfg["capabilities"]), " ")
+	for _, want := range []string{"client-confidential-symmetric", "client-confidential-asymmetric", "permission-v1", "permission-v2", "permission-patient"} {
+		if !strings.Contains(caps, want) {
+			t.Fatalf("capabilities %q lack %s", caps, want)
+		}
+	}
+	r = e.do(request{Method: http.MethodGet, Path: "/metadata", Token: &none})
+	sec := r.JSON(t)["rest"].([]any)[0].(map[string]any)["security"].(map[string]any)
+	coding := sec["service"].([]any)[0].(map[string]any)["coding"].([]any)[0].(map[string]any)
+	if coding["code"] != "SMART-on-FHIR" || coding["system"] != "http://terminology.hl7.org/CodeSystem/restful-security-service" {
+		t.Fatalf("security service %v", coding)
+	}
+	ext := sec["extension"].([]any)[0].(map[string]any)
+	inner := ext["extension"].([]any)[0].(map[string]any)
+	if ext["url"] != "http://fhir-registry.smarthealthit.org/StructureDefinition/oauth-uris" || inner["url"] != "token" || inner["valueUri"] != cfg["token_endpoint"] {
+		t.Fatalf("oauth-uris extension %v", ext)
+	}
+}
+
+func toStrings(v any) []string {
+	var out []string
+	for _, x := range v.([]any) {
+		out = append(out, x.(string))
+	}
+	return out
+}

@@ -1,0 +1,44 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+
+	"fhirstore/fhirschema/fhirxml"
+)
+
+// xmlToJSON converts an XML request body to FHIR JSON at the boundary; XML
+// that is not a FHIR resource is a 400 naming the element.
+func xmlToJSON(body []byte) ([]byte, error) {
+	out, err := fhirxml.ToJSON(body)
+	var xe *fhirxml.Error
+	if errors.As(err, &xe) {
+		return nil, fail(http.StatusBadRequest, "structure", xe.Error(), xe.Path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("convert XML body: %w", err)
+	}
+	return out, nil
+}
+
+// writeXML renders a FHIR JSON body as FHIR XML. A body the converter
+// cannot render (it never left the store that way) is a 500 whose
+// OperationOutcome is itself XML.
+func writeXML(c *gin.Context, status int, body []byte) {
+	opts := fhirxml.WriteOptions{Indent: c.Query("_pretty") == "true"}
+	out, err := fhirxml.FromJSON(body, opts)
+	if err != nil {
+		_ = c.Error(fmt.Errorf("render XML: %w", err)) // gin's error list: the access log has no logger to hand here
+		status = http.StatusInternalServerError
+		oo, _ := json.Marshal(operationOutcome([]Issue{{Severity: "error", Code: "exception", Diagnostics: "the response could not be rendered as XML"}}))
+		if out, err = fhirxml.FromJSON(oo, opts); err != nil {
+			c.Status(status)
+			return
+		}
+	}
+	c.Data(status, FHIRXML+"; charset=utf-8", out)
+}
