@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
@@ -127,6 +128,9 @@ var unsupportedParams = map[string]string{
 // parameters are ANDed, comma-separated values ORed.
 func (r *Registry) Parse(resourceType string, params url.Values, opts ParseOptions) (*Query, error) {
 	q := &Query{Type: resourceType, Count: DefaultCount}
+	if err := checkUTF8(params); err != nil {
+		return nil, err
+	}
 	if err := q.parseResultParams(r, params); err != nil {
 		return nil, err
 	}
@@ -388,4 +392,20 @@ func sortedKeys(v url.Values) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// checkUTF8 refuses parameter names and values that are not UTF-8: they
+// cannot match any stored text, and a database may reject them in a filter.
+func checkUTF8(params url.Values) error {
+	for name, values := range params {
+		if !utf8.ValidString(name) {
+			return errorf(strings.ToValidUTF8(name, "?"), "the parameter name is not valid UTF-8")
+		}
+		for _, v := range values {
+			if !utf8.ValidString(v) {
+				return errorf(name, "the value %q is not valid UTF-8", strings.ToValidUTF8(v, "\ufffd"))
+			}
+		}
+	}
+	return nil
 }

@@ -131,6 +131,12 @@ func TestInjectionSearchValuesAreData(t *testing.T) {
 		{"a JSON operator object is text for _id", "_id=" + url.QueryEscape(`{"$ne":"x"}`), nil, 200, none, ""},
 		{"$ne as an id matches no resource", "_id=$ne", nil, 200, none, ""},
 		{"a NUL in a value matches no name", "name=a%00", nil, 200, none, ""},
+		// Bytes that are not UTF-8 cannot match stored text: refused.
+		{"invalid UTF-8 in a string value is refused", "name=%FF%FE", nil, 400, nil, "name"},
+		{"invalid UTF-8 in a token value is refused", "identifier=" + url.QueryEscape("http://example.org/mrn|\xc3\x28"), nil, 400, nil, "identifier"},
+		{"invalid UTF-8 in a reference value is refused", "general-practitioner=Practitioner/%C3%28", nil, 400, nil, "general-practitioner"},
+		{"invalid UTF-8 in a uri value is refused", "_profile=http://x/%E2%82", nil, 400, nil, "_profile"},
+		{"invalid UTF-8 in a parameter name is refused", "na%FFme=x", nil, 400, nil, ""},
 		// Operators in parameter names: unknown parameters, ignored by
 		// default (so every Patient of A, none of B), refused when strict.
 		{"name[$ne] is an unknown parameter, ignored", "name[$ne]=Alpha", nil, 200, all, ""},

@@ -396,7 +396,9 @@ func (s *Store) repair(ctx context.Context, tenant, typ, id string) {
 		s.log.Warn("repair current row", zap.String("tenant", tenant), zap.String("type", typ), zap.String("id", id), zap.Error(err))
 		return
 	}
-	s.log.Info("rolled current row forward from history", zap.String("tenant", tenant), zap.String("type", typ), zap.String("id", id), zap.Int("vid", h.VID))
+	// Usually a concurrent writer that won the version and had not yet
+	// written its current row; after a crash, the write it left half done.
+	s.log.Debug("current row caught up with the newest history version", zap.String("tenant", tenant), zap.String("type", typ), zap.String("id", id), zap.Int("vid", h.VID))
 }
 
 func (s *Store) now() time.Time { return s.opts.Now().UTC().Truncate(time.Millisecond) }
