@@ -270,7 +270,7 @@ func routes(t *testing.T) []string {
 			}
 			ast.Inspect(fn, func(n ast.Node) bool {
 				lit, ok := n.(*ast.CompositeLit)
-				if !ok || len(lit.Elts) != 2 {
+				if !ok || len(lit.Elts) < 2 {
 					return true
 				}
 				if pattern, ok := constString(lit.Elts[0]); ok {

@@ -122,8 +122,15 @@ func (a *auditor) flush(records []auditRecord) {
 	}
 }
 
-// write stores one tenant's events, retrying the ones that failed.
+// write stores one tenant's events: all in one transaction (a handful of
+// database writes for the lot), else one by one, retrying those that fail.
 func (a *auditor) write(tenant string, ops []store.Op, records []auditRecord) {
+	ctx, cancel := context.WithTimeout(context.Background(), auditWriteLimit)
+	_, err := a.store.Transaction(ctx, tenant, ops)
+	cancel()
+	if err == nil {
+		return
+	}
 	for attempt := 0; len(ops) > 0; attempt++ {
 		ctx, cancel := context.WithTimeout(context.Background(), auditWriteLimit)
 		_, errs := a.store.Batch(ctx, tenant, ops)
@@ -161,6 +168,9 @@ func (r auditRecord) auditEvent() map[string]any {
 		who = map[string]any{"identifier": map[string]any{"system": r.issuerOrLocal(), "value": r.subject}, "display": r.subject}
 	}
 	agent := map[string]any{"who": who, "requestor": true}
+	if r.subject != "" {
+		agent["name"] = r.subject
+	}
 	if r.clientID != "" {
 		agent["altId"] = r.clientID
 	}

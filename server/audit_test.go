@@ -148,3 +148,14 @@ func toStrings(v any) []string {
 	}
 	return out
 }
+
+// BenchmarkReadAudited reads one Patient with the audit trail on: each
+// read queues an AuditEvent written in the background (compare
+// BenchmarkRead). The trail is drained inside the timing, so the figure
+// includes the writes.
+func BenchmarkReadAudited(b *testing.B) {
+	e := newEnv(b, func(c *server.Config, _ *store.Options) { c.Audit = true })
+	path := "/Patient/" + seedPatients(b, e, 1)
+	benchGet(b, e, path)
+	closeAudit(b, e)
+}
