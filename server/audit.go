@@ -26,6 +26,10 @@ const (
 	auditWriteLimit = 30 * time.Second
 )
 
+// auditClientKey holds the id of a client that authenticated at the token
+// endpoint, for its audit record.
+const auditClientKey = "fhirstore.auditClient"
+
 // auditRecord is what is known of one request once it is answered.
 type auditRecord struct {
 	tenant    string
@@ -291,7 +295,7 @@ func (s *Server) audit(c *gin.Context) {
 // the host named. Requests for tenants that do not exist have no database
 // to be recorded in and are skipped.
 func (s *Server) recordAudit(c *gin.Context, start time.Time) {
-	if s.auditor == nil {
+	if s.auditor == nil || c.GetString(tenantKey) == "" {
 		return
 	}
 	r := auditRecord{
@@ -305,6 +309,8 @@ func (s *Server) recordAudit(c *gin.Context, start time.Time) {
 	r.typ, r.id = auditTarget(r.path, c.Writer.Header().Get("Location"))
 	if caller, ok := CallerFrom(c.Request.Context()); ok {
 		r.subject, r.issuer, r.clientID = caller.Principal.Subject, caller.Principal.Issuer, caller.Principal.ClientID
+	} else if id := c.GetString(auditClientKey); id != "" { // a client that authenticated at the token endpoint
+		r.subject, r.clientID = id, id
 	} else if exists, err := s.tenants.exists(context.WithoutCancel(c.Request.Context()), r.tenant, s.store.TenantExists); err != nil || !exists {
 		return
 	}

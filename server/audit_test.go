@@ -159,3 +159,32 @@ func BenchmarkReadAudited(b *testing.B) {
 	benchGet(b, e, path)
 	closeAudit(b, e)
 }
+
+// TestAuditTrailOfTheTokenEndpoint: token requests are recorded too, a
+// refused one as an anonymous minor failure, a granted one under the client.
+func TestAuditTrailOfTheTokenEndpoint(t *testing.T) {
+	e := newAuthEnv(t, nil, func(c *server.Config) { c.Audit = true })
+	id, secret := secretClient(t, e.store, e.tenant, "system/*.read")
+	if r := e.tokenRequest(tokenCall{form: form("grant_type", "client_credentials"), basic: [2]string{id, secret}}); r.Status != http.StatusOK {
+		t.Fatalf("token: %d %s", r.Status, r.Body)
+	}
+	if r := e.tokenRequest(tokenCall{form: form("grant_type", "client_credentials"), basic: [2]string{id, "wrong"}}); r.Status != http.StatusUnauthorized {
+		t.Fatalf("token with a wrong secret: %d %s", r.Status, r.Body)
+	}
+	closeAudit(t, e)
+	var granted, refused int
+	for _, ev := range auditEvents(t, e, "altid="+id) {
+		if ev["outcome"] == "0" {
+			granted++
+		}
+	}
+	for _, ev := range auditEvents(t, e, "outcome=4") {
+		desc, _ := ev["entity"].([]any)[0].(map[string]any)["description"].(string)
+		if strings.HasPrefix(desc, "POST /oauth2/token") {
+			refused++
+		}
+	}
+	if granted != 1 || refused != 1 {
+		t.Fatalf("token requests recorded: %d granted (want 1), %d refused (want 1)", granted, refused)
+	}
+}

@@ -110,7 +110,7 @@ func TestBearerAuthentication(t *testing.T) {
 		{"a valid token is accepted", "Bearer " + e.token, 200, ""},
 		{"the scheme is case-insensitive", "bearer " + e.token, 200, ""},
 		{"spaces around the token are ignored", "Bearer   " + e.token + "  ", 200, ""},
-		{"a token expired within the leeway is accepted", "Bearer " + signed(-30*time.Second), 200, ""},
+		{"a token expired a few seconds ago is 401: the leeway does not extend exp", "Bearer " + signed(-3*time.Second), 401, "invalid_token"},
 	}
 	created := 1
 	for _, tc := range cases {
@@ -243,7 +243,7 @@ func TestPublicEndpoints(t *testing.T) {
 		})
 	}
 	t.Run("metadata still honours _format", func(t *testing.T) {
-		wantOutcome(t, e.do(request{Method: http.MethodGet, Path: "/metadata?_format=xml", Token: none}), http.StatusNotAcceptable, "")
+		wantOutcome(t, e.do(request{Method: http.MethodGet, Path: "/metadata?_format=ttl", Token: none}), http.StatusNotAcceptable, "")
 	})
 	t.Run("any other FHIR path needs a token", func(t *testing.T) {
 		r := e.do(request{Method: http.MethodGet, Path: "/_history", Token: none})
@@ -364,11 +364,14 @@ func (p *idp) sign(tenant string, mutate func(c *jwt.MapClaims, h map[string]any
 // newAuthEnv is newEnv with the Authenticator of a deployment: the given
 // trusted issuers, the server's own token endpoint and, as in dev mode,
 // HS256 tokens of testKey.
-func newAuthEnv(t testing.TB, issuers func(tenant string) []auth.TrustedIssuer) *env {
+func newAuthEnv(t testing.TB, issuers func(tenant string) []auth.TrustedIssuer, mutate ...func(*server.Config)) *env {
 	t.Helper()
 	opts := db.Options()
 	opts.Exclusive = true
 	cfg := server.Config{BaseDomain: "localhost", MaxBodyBytes: server.DefaultMaxBodyBytes, Registry: db.Registry()}
+	for _, m := range mutate {
+		m(&cfg)
+	}
 	st := db.Open(t, opts)
 	tenant := db.Tenant(t, st)
 	var trusted []auth.TrustedIssuer
@@ -385,9 +388,10 @@ func newAuthEnv(t testing.TB, issuers func(tenant string) []auth.TrustedIssuer) 
 		t.Fatal(err)
 	}
 	v := &auth.Verifier{Issuers: trusted, Local: local, Dev: &auth.HS256{Key: testKey, Issuer: auth.DevIssuer, Leeway: time.Minute}, Leeway: time.Minute}
-	srv := httptest.NewServer(server.New(cfg, st, v, zap.NewNop()))
+	h := server.New(cfg, st, v, zap.NewNop())
+	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	return &env{t: t, srv: srv, store: st, tenant: tenant, token: signToken(t, tenant, time.Hour), cfg: cfg}
+	return &env{t: t, srv: srv, store: st, tenant: tenant, token: signToken(t, tenant, time.Hour), cfg: cfg, h: h}
 }
 
 // wantRefused checks that a token gets status on a read, a create and a
@@ -464,7 +468,8 @@ func TestExternalIssuerTokens(t *testing.T) {
 		{"an ES256 token of the trusted issuer is accepted", p.sign(e.tenant, header("alg", "ES256", "kid", "ec-1")), 200},
 		{"a token for a configured audience is accepted", p.sign(e.tenant, set("aud", "api://fhirstore")), 200},
 		{"an issuer of one tenant may leave out the tenant claim", p.sign(e.tenant, drop("tenant")), 200},
-		{"a token expired within the clock skew is accepted", p.sign(e.tenant, set("exp", now.Add(-30*time.Second).Unix())), 200},
+		{"a token expired within the clock skew is 401: exp is exact", p.sign(e.tenant, set("exp", now.Add(-30*time.Second).Unix())), 401},
+		{"a token valid from within the clock skew in the future is accepted", p.sign(e.tenant, set("nbf", now.Add(30*time.Second).Unix())), 200},
 		{"an issuer of every tenant is accepted with a tenant claim", p.sign(e.tenant, set("iss", allIss)), 200},
 		{"dev tokens still work in dev mode", e.token, 200},
 		{"an expired token is 401", p.sign(e.tenant, set("exp", now.Add(-2*time.Hour).Unix())), 401},

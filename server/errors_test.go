@@ -120,17 +120,17 @@ func TestInvalidRequestsAreOperationOutcomesAndChangeNothing(t *testing.T) {
 		{"DELETE with too many segments is 404", "DELETE", "/Patient/seed/_history/1/x", "", nil, 404, ""},
 		// Media types.
 		{"Content-Type text/plain is 415", "POST", "/Patient", `{"resourceType":"Patient"}`, map[string]string{"Content-Type": "text/plain"}, 415, ""},
-		{"Content-Type application/fhir+xml is 415", "PUT", "/Patient/seed", `<Patient xmlns="http://hl7.org/fhir"><id value="seed"/></Patient>`, map[string]string{"Content-Type": "application/fhir+xml"}, 415, ""},
-		{"Content-Type application/xml is 415", "POST", "/Patient", `{"resourceType":"Patient"}`, map[string]string{"Content-Type": "application/xml"}, 415, ""},
+		{"a JSON body sent as application/xml is 400", "POST", "/Patient", `{"resourceType":"Patient"}`, map[string]string{"Content-Type": "application/xml"}, 400, ""},
+		{"Content-Type text/turtle is 415", "PUT", "/Patient/seed", `@prefix fhir: <http://hl7.org/fhir/> .`, map[string]string{"Content-Type": "text/turtle"}, 415, ""},
 		{"a form Content-Type is 415", "POST", "/Patient", `resourceType=Patient`, map[string]string{"Content-Type": "application/x-www-form-urlencoded"}, 415, ""},
 		{"a malformed Content-Type is 415", "POST", "/Patient", `{"resourceType":"Patient"}`, map[string]string{"Content-Type": ";;"}, 415, ""},
-		{"_format=xml is 406", "GET", "/Patient/seed?_format=xml", "", nil, 406, "_format"},
-		{"_format=application/fhir+xml is 406", "GET", "/Patient/seed?_format=application/fhir%2Bxml", "", nil, 406, "_format"},
-		{"_format=xml on a create is 406", "POST", "/Patient?_format=xml", `{"resourceType":"Patient"}`, nil, 406, "_format"},
-		{"Accept application/fhir+xml is 406", "GET", "/Patient/seed", "", map[string]string{"Accept": "application/fhir+xml"}, 406, ""},
+		{"_format=ttl is 406", "GET", "/Patient/seed?_format=ttl", "", nil, 406, "_format"},
+		{"_format=text/turtle is 406", "GET", "/Patient/seed?_format=text/turtle", "", nil, 406, "_format"},
+		{"_format=ttl on a create is 406", "POST", "/Patient?_format=ttl", `{"resourceType":"Patient"}`, nil, 406, "_format"},
+		{"Accept application/fhir+turtle is 406", "GET", "/Patient/seed", "", map[string]string{"Accept": "application/fhir+turtle"}, 406, ""},
 		{"Accept text/html is 406", "GET", "/Patient/seed", "", map[string]string{"Accept": "text/html"}, 406, ""},
-		{"Accept of JSON with q=0 is 406", "GET", "/Patient/seed", "", map[string]string{"Accept": "application/fhir+json;q=0, application/fhir+xml"}, 406, ""},
-		{"Accept application/fhir+xml on an update is 406", "PUT", "/Patient/seed", `{"resourceType":"Patient","id":"seed"}`, map[string]string{"Accept": "application/fhir+xml"}, 406, ""},
+		{"Accept of JSON and XML with q=0 is 406", "GET", "/Patient/seed", "", map[string]string{"Accept": "application/fhir+json;q=0, application/fhir+xml;q=0, text/html"}, 406, ""},
+		{"Accept text/csv on an update is 406", "PUT", "/Patient/seed", `{"resourceType":"Patient","id":"seed"}`, map[string]string{"Accept": "text/csv"}, 406, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -235,8 +235,7 @@ func TestAcceptedMediaTypes(t *testing.T) {
 		{"Accept */* is served", "", map[string]string{"Accept": "*/*"}},
 		{"Accept application/json is served", "", map[string]string{"Accept": "application/json"}},
 		{"Accept application/fhir+json with fhirVersion is served", "", map[string]string{"Accept": "application/fhir+json; fhirVersion=4.0"}},
-		{"a browser's Accept is served", "", map[string]string{"Accept": "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"}},
-		{"Accept preferring XML but taking JSON is served", "", map[string]string{"Accept": "application/fhir+xml, application/fhir+json;q=0.5"}},
+		{"Accept preferring JSON over XML is served JSON", "", map[string]string{"Accept": "application/fhir+xml;q=0.5, application/fhir+json"}},
 		{"_format=json wins over Accept XML", "?_format=json", map[string]string{"Accept": "application/fhir+xml"}},
 	}
 	for _, tc := range reads {

@@ -78,7 +78,7 @@ func (s *Server) capabilityStatement(base string) map[string]any {
 			"url":         base,
 		},
 		"fhirVersion": fhirschema.FHIRVersion,
-		"format":      []string{"application/fhir+json", "json"},
+		"format":      []string{"application/fhir+json", "json", "application/fhir+xml", "xml"},
 		"patchFormat": []string{jsonPatchType},
 		"rest": []map[string]any{{
 			"mode":        "server",

@@ -30,6 +30,7 @@ type Metrics struct {
 	latency       *prometheus.HistogramVec
 	dbLatency     *prometheus.HistogramVec
 	bundleEntries *prometheus.CounterVec
+	handler       http.Handler
 	// store is the store whose transaction recoveries are reported; the
 	// metrics exist before the store opens (the command monitor goes into
 	// its client options), so the server attaches it later.
@@ -63,6 +64,7 @@ func NewMetrics() *Metrics {
 		recoveryCollector{m},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.handler = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
 	return m
 }
 
@@ -70,9 +72,7 @@ func NewMetrics() *Metrics {
 func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 
 // Handler serves the series in the Prometheus text format.
-func (m *Metrics) Handler() http.Handler {
-	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
-}
+func (m *Metrics) Handler() http.Handler { return m.handler }
 
 // CommandMonitor times every command the store sends to the database; it
 // is nil for nil Metrics, which store.Options takes as no monitor.
@@ -195,7 +195,11 @@ func (m *Metrics) countBundle(body []byte) {
 		return
 	}
 	for _, e := range b.Entry {
-		typ, _, _ := strings.Cut(strings.TrimPrefix(e.Request.URL, "/"), "/")
+		u := e.Request.URL
+		if _, rel, abs := strings.Cut(u, "/fhir/r4/"); abs {
+			u = rel // an absolute URL of this server
+		}
+		typ, _, _ := strings.Cut(strings.TrimPrefix(u, "/"), "/")
 		typ, _, _ = strings.Cut(typ, "?")
 		m.bundleEntries.WithLabelValues(b.Type, methodLabel(e.Request.Method), typeLabel(typ)).Inc()
 	}
@@ -206,7 +210,8 @@ func (m *Metrics) countBundle(body []byte) {
 // type as a separate label; ids never appear.
 func routeOf(path string) (route, typ string) {
 	switch path {
-	case "/healthz", "/readyz", "/metrics", "/fhir/r4", "/fhir/r4/":
+	case "/healthz", "/readyz", "/metrics", "/oauth2/token", "/oauth2/jwks", "/fhir/r4", "/fhir/r4/",
+		"/fhir/r4" + smartConfigPath:
 		return strings.TrimSuffix(path, "/"), ""
 	}
 	if strings.HasPrefix(path, restPrefix+"/") {

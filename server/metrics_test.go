@@ -137,6 +137,9 @@ func TestMetricsAfterRealTraffic(t *testing.T) {
 	if r := e.do(request{Method: http.MethodGet, Path: "/metadata", Token: new(string)}); r.Status != http.StatusOK {
 		t.Fatalf("metadata: %d", r.Status)
 	}
+	if r := e.do(request{Method: http.MethodGet, Path: "/.well-known/smart-configuration", Token: new(string)}); r.Status != http.StatusOK {
+		t.Fatalf("SMART configuration: %d", r.Status)
+	}
 
 	text := e.scrape()
 	requests := []struct {
@@ -152,6 +155,7 @@ func TestMetricsAfterRealTraffic(t *testing.T) {
 		{"the transaction", map[string]string{"route": "/fhir/r4", "type": "", "method": "POST", "status": "200", "tenant": e.tenant}, 1},
 		{"a REST read by its pattern", map[string]string{"route": "/api/v1/patients/{patientId}", "method": "GET", "status": "200", "tenant": e.tenant}, 1},
 		{"a REST path no route matched", map[string]string{"route": "/api/v1/{unknown}", "method": "GET", "status": "404", "tenant": e.tenant}, 1},
+		{"SMART discovery by its own route", map[string]string{"route": "/fhir/r4/.well-known/smart-configuration", "type": "", "method": "GET", "status": "200"}, 1},
 		{"the capability statement needs no tenant", map[string]string{"route": "/fhir/r4/metadata", "method": "GET", "status": "200", "tenant": ""}, 1},
 	}
 	for _, r := range requests {

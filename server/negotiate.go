@@ -64,6 +64,8 @@ func negotiate(c *gin.Context) error {
 // responseFormat is "json" or "xml" as the client asks.
 func responseFormat(c *gin.Context) (string, error) {
 	if f := c.Query("_format"); f != "" {
+		// An unescaped "+" in the query (fhir+xml) arrives as a space.
+		f = strings.ReplaceAll(strings.TrimSpace(f), " ", "+")
 		mt, _, err := mime.ParseMediaType(f)
 		if err != nil {
 			mt = strings.ToLower(strings.TrimSpace(f))
@@ -187,8 +189,7 @@ func writeJSON(c *gin.Context, status int, v any) {
 // writeRaw writes an already rendered FHIR JSON body, indented on
 // _pretty=true, as FHIR XML when the request asked for XML.
 func writeRaw(c *gin.Context, status int, body []byte) {
-	if c.GetString(formatKey) == formatXML {
-		writeXML(c, status, body)
+	if c.GetString(formatKey) == formatXML && writeXML(c, status, body) {
 		return
 	}
 	if c.Query("_pretty") == "true" {

@@ -99,6 +99,7 @@ func (s *Server) oauthToken(c *gin.Context) {
 		s.oauthFail(c, &oauthError{status: http.StatusNotFound, code: "invalid_request", description: "no tenant is addressed by host " + quote(c.Request.Host)})
 		return
 	}
+	c.Set(tenantKey, tenant) // for the audit trail
 	form, err := tokenForm(c)
 	if err != nil {
 		s.oauthFail(c, err)
@@ -115,6 +116,15 @@ func (s *Server) oauthToken(c *gin.Context) {
 	}
 	client, err := s.authenticateClient(c, v, tenant, form)
 	if err != nil {
+		s.oauthFail(c, err)
+		return
+	}
+	c.Set(auditClientKey, client.ID)
+	// Clients outlive a deleted tenant in the registry; they get nothing for it.
+	if exists, err := s.store.TenantExists(c.Request.Context(), tenant); err != nil || !exists {
+		if err == nil {
+			err = invalidClient("unknown client or bad credentials", false)
+		}
 		s.oauthFail(c, err)
 		return
 	}

@@ -291,6 +291,14 @@ func TestTokenEndpointRefusals(t *testing.T) {
 			}
 		})
 	}
+	t.Run("a client of a deleted tenant is invalid_client", func(t *testing.T) {
+		gone := db.Tenant(t, e.store)
+		goneID, goneSecret := secretClient(t, e.store, gone, "system/*.read")
+		if err := e.store.DeleteTenant(context.Background(), gone); err != nil {
+			t.Fatal(err)
+		}
+		wantOAuthError(t, e.tokenRequest(tokenCall{host: gone + ".localhost", basic: [2]string{goneID, goneSecret}, form: grant()}), http.StatusUnauthorized, "invalid_client")
+	})
 	t.Run("a host of no tenant has no token endpoint", func(t *testing.T) {
 		r := e.tokenRequest(tokenCall{host: "Bad_Host.localhost", basic: [2]string{clientID, secret}, form: grant()})
 		wantOAuthError(t, r, http.StatusNotFound, "invalid_request")

@@ -107,7 +107,7 @@ func (s *Server) routes() *gin.Engine {
 	e.HandleMethodNotAllowed = false
 	e.Use(s.requestID, s.accessLog, s.observe, s.recovery)
 	e.Use(s.withEndpoint)
-	e.POST("/oauth2/token", s.oauthToken)
+	e.POST("/oauth2/token", s.audit, s.oauthToken)
 	e.GET("/oauth2/jwks", s.oauthJWKS)
 	e.GET("/healthz", s.healthz)
 	e.GET("/metrics", s.metricsHandler)

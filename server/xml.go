@@ -25,20 +25,25 @@ func xmlToJSON(body []byte) ([]byte, error) {
 	return out, nil
 }
 
-// writeXML renders a FHIR JSON body as FHIR XML. A body the converter
-// cannot render (it never left the store that way) is a 500 whose
-// OperationOutcome is itself XML.
-func writeXML(c *gin.Context, status int, body []byte) {
+// writeXML renders a FHIR JSON body as FHIR XML and reports whether it
+// did: a JSON document that is no resource (SMART discovery) has no XML
+// form and is left to the JSON writer. A resource the converter cannot
+// render is a 500 whose OperationOutcome is itself XML.
+func writeXML(c *gin.Context, status int, body []byte) bool {
 	opts := fhirxml.WriteOptions{Indent: c.Query("_pretty") == "true"}
 	out, err := fhirxml.FromJSON(body, opts)
+	if errors.Is(err, fhirxml.ErrNotResource) {
+		return false
+	}
 	if err != nil {
-		_ = c.Error(fmt.Errorf("render XML: %w", err)) // gin's error list: the access log has no logger to hand here
+		_ = c.Error(fmt.Errorf("render XML: %w", err)) // kept on the gin context for middleware
 		status = http.StatusInternalServerError
 		oo, _ := json.Marshal(operationOutcome([]Issue{{Severity: "error", Code: "exception", Diagnostics: "the response could not be rendered as XML"}}))
 		if out, err = fhirxml.FromJSON(oo, opts); err != nil {
 			c.Status(status)
-			return
+			return true
 		}
 	}
 	c.Data(status, FHIRXML+"; charset=utf-8", out)
+	return true
 }

@@ -104,6 +104,15 @@ func (s *Store) DeleteClient(ctx context.Context, id string) error {
 	return nil
 }
 
+// DeleteTenantClients removes every client of a tenant (for DeleteTenant:
+// a tenant created again later must not inherit them).
+func (s *Store) DeleteTenantClients(ctx context.Context, tenant string) error {
+	if _, err := s.clients().DeleteMany(ctx, bson.D{{Key: "tenant", Value: tenant}}); err != nil {
+		return dbError("delete clients of tenant "+tenant, err)
+	}
+	return nil
+}
+
 // UseAssertion records the jti of a client assertion until it expires;
 // ErrReplayed when it was recorded already. The unique _id makes the check
 // hold across server instances.

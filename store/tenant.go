@@ -140,6 +140,10 @@ func (s *Store) DeleteTenant(ctx context.Context, name string) error {
 	if res.DeletedCount == 0 {
 		return fmt.Errorf("delete tenant %s: %w", name, ErrTenantNotFound)
 	}
+	// A tenant created again under the name must not inherit its clients.
+	if err := s.DeleteTenantClients(ctx, name); err != nil {
+		return err
+	}
 	if err := s.tenantDB(name).Drop(ctx); err != nil {
 		return dbError("drop database of tenant "+name, err)
 	}

@@ -56,6 +56,12 @@ type options struct {
 	check       bool
 	allowRemote bool
 	timeout     time.Duration
+	// Sampling of the server's /metrics; sampleEvery 0 turns it off.
+	metricsURL         string
+	sampleEvery        time.Duration
+	warmup             time.Duration
+	maxRSSGrowth       float64 // percent; 0: no check
+	maxGoroutineGrowth int     // -1: no check
 }
 
 const synopsis = `fhirbench [flags]
@@ -76,8 +82,14 @@ picks operations by the --mix weights:
 Afterwards --check reads the history of every resource the run created or
 updated: versions must be 1..n without gaps or duplicates, include every
 version the server acknowledged, and the current version must be n.
-The exit status is 1 when a request failed or the check found a problem.
-Only loopback URLs are accepted unless --allow-remote is given.`
+
+During the workload it samples the server's /metrics every --sample-every:
+resident memory, heap in use and goroutines. It reports each at the start,
+after --warmup, at the end and at most, and the growth from the warm-up to
+the end; a server that answers 404 there is not sampled. The exit status is
+1 when a request failed, the check found a problem, or RSS or goroutines
+grew past --max-rss-growth or --max-goroutine-growth. Only loopback URLs are
+accepted unless --allow-remote is given.`
 
 // parseOptions reads the command line.
 func parseOptions(args []string, stdout io.Writer) (*options, error) {
@@ -97,6 +109,11 @@ func parseOptions(args []string, stdout io.Writer) (*options, error) {
 	fs.BoolVar(&o.check, "check", true, "check the history of every resource written")
 	fs.BoolVar(&o.allowRemote, "allow-remote", false, "allow a --url that is not on loopback")
 	fs.DurationVar(&o.timeout, "request-timeout", time.Minute, "limit of one HTTP request")
+	fs.StringVar(&o.metricsURL, "metrics-url", "", "the server's Prometheus metrics; empty is /metrics on the host of --url")
+	fs.DurationVar(&o.sampleEvery, "sample-every", 10*time.Second, "how often to sample the server's memory and goroutines; 0 turns sampling off")
+	fs.DurationVar(&o.warmup, "warmup", 0, "time after which memory and goroutine growth is measured (default 1m or 20% of --duration, whichever is smaller)")
+	fs.Float64Var(&o.maxRSSGrowth, "max-rss-growth", 0, "fail when RSS grows more than this many percent after the warm-up; 0 is no check")
+	fs.IntVar(&o.maxGoroutineGrowth, "max-goroutine-growth", -1, "fail when goroutines grow by more than this many after the warm-up; -1 is no check")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintf(stdout, "usage: %s\n\nflags:\n", synopsis)
@@ -121,6 +138,22 @@ func parseOptions(args []string, stdout io.Writer) (*options, error) {
 		return nil, fmt.Errorf("--seed: %d Patients; reads and updates need at least 1", o.seed)
 	case o.timeout <= 0:
 		return nil, fmt.Errorf("--request-timeout: %s is not positive", o.timeout)
+	case o.sampleEvery < 0:
+		return nil, fmt.Errorf("--sample-every: %s is negative", o.sampleEvery)
+	case o.maxRSSGrowth < 0:
+		return nil, fmt.Errorf("--max-rss-growth: %g%% is negative", o.maxRSSGrowth)
+	case o.maxGoroutineGrowth < -1:
+		return nil, fmt.Errorf("--max-goroutine-growth: %d; want a count ≥ 0, or -1 for no check", o.maxGoroutineGrowth)
+	case o.sampleEvery == 0 && (o.maxRSSGrowth > 0 || o.maxGoroutineGrowth >= 0):
+		return nil, errors.New("--max-rss-growth and --max-goroutine-growth need sampling: --sample-every must not be 0")
+	}
+	warmupGiven := false
+	fs.Visit(func(f *flag.Flag) { warmupGiven = warmupGiven || f.Name == "warmup" })
+	if !warmupGiven {
+		o.warmup = min(time.Minute, o.duration/5)
+	}
+	if o.warmup < 0 || o.warmup >= o.duration {
+		return nil, fmt.Errorf("--warmup: %s is not between 0 and --duration %s", o.warmup, o.duration)
 	}
 	o.base = strings.TrimRight(o.base, "/")
 	u, err := url.Parse(o.base)
@@ -129,6 +162,13 @@ func parseOptions(args []string, stdout io.Writer) (*options, error) {
 	}
 	if !o.allowRemote && !loopbackHost(u.Hostname()) {
 		return nil, fmt.Errorf("--url: %s is not a loopback host (localhost, 127.0.0.1, ::1); pass --allow-remote to load another machine", u.Hostname())
+	}
+	if o.metricsURL == "" {
+		o.metricsURL = u.Scheme + "://" + u.Host + "/metrics"
+	} else if m, err := url.Parse(o.metricsURL); err != nil || (m.Scheme != "http" && m.Scheme != "https") || m.Host == "" {
+		return nil, fmt.Errorf("--metrics-url: %q is not an http(s) URL such as http://localhost:8080/metrics", o.metricsURL)
+	} else if !o.allowRemote && !loopbackHost(m.Hostname()) {
+		return nil, fmt.Errorf("--metrics-url: %s is not a loopback host; pass --allow-remote to sample another machine", m.Hostname())
 	}
 	if o.token == "" {
 		if o.token, err = devToken(o.dataDir, o.tenant); err != nil {
@@ -190,7 +230,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(stderr, "fhirbench: %d clients for %s (mix %s)\n", o.clients, o.duration, o.mix)
-	rep := b.runWorkload(ctx)
+	rep := b.runWorkload(ctx, b.newSampler(ctx))
 	switch {
 	case ctx.Err() != nil:
 		rep.Interrupted = true

@@ -26,8 +26,9 @@ var db *storetest.DB
 func TestMain(m *testing.M) { storetest.Run(m, &db) }
 
 // startServer serves a fresh tenant as the default tenant of a server whose
-// dev key is in a new data dir, as `fhirstore serve` keeps it.
-func startServer(t *testing.T) (base, tenant, dataDir string) {
+// dev key is in a new data dir, as `fhirstore serve` keeps it; configure
+// changes the server's configuration.
+func startServer(t *testing.T, configure ...func(*server.Config)) (base, tenant, dataDir string) {
 	t.Helper()
 	dataDir = t.TempDir()
 	key, err := auth.LoadOrCreateDevKey(dataDir)
@@ -39,6 +40,9 @@ func startServer(t *testing.T) (base, tenant, dataDir string) {
 	st := db.Open(t, opts)
 	tenant = db.Tenant(t, st)
 	cfg := server.Config{DefaultTenant: tenant, Registry: db.Registry()}
+	for _, f := range configure {
+		f(&cfg)
+	}
 	srv := httptest.NewServer(server.New(cfg, st, auth.HS256{Key: key, Issuer: auth.DevIssuer, Leeway: time.Minute}, zap.NewNop()))
 	t.Cleanup(srv.Close)
 	return srv.URL + "/fhir/r4", tenant, dataDir

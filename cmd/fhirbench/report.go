@@ -106,6 +106,8 @@ type report struct {
 	ErrorsByStatus map[string]int `json:"errorsByStatus"`
 	ErrorSamples   []string       `json:"errorSamples,omitempty"`
 	Check          *checkReport   `json:"check,omitempty"`
+	// Sampling is the server's memory and goroutines during the workload.
+	Sampling *samplingReport `json:"serverSampling,omitempty"`
 }
 
 // opReport is one operation kind. Latency covers every request of the
@@ -189,6 +191,9 @@ func (r *report) failures() string {
 			why = append(why, fmt.Sprintf("%d check requests failed", c.Errors))
 		}
 	}
+	if !r.Interrupted {
+		why = append(why, r.Sampling.limits()...)
+	}
 	return strings.Join(why, ", ")
 }
 
@@ -228,6 +233,9 @@ func (r *report) writeText(w io.Writer) error {
 		for _, p := range c.Problems {
 			fmt.Fprintf(&b, "  %s\n", p)
 		}
+	}
+	if r.Sampling != nil {
+		r.Sampling.writeText(&b)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

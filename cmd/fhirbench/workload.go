@@ -503,9 +503,16 @@ func (w *worker) transaction(ctx context.Context) outcome {
 }
 
 // runWorkload runs the clients until the duration is over (or ctx ends) and
-// returns their merged tallies.
-func (b *bench) runWorkload(ctx context.Context) *report {
+// returns their merged tallies, with the server's samples when smp is not nil.
+func (b *bench) runWorkload(ctx context.Context, smp *sampler) *report {
 	start := time.Now()
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		if smp != nil {
+			smp.run(ctx, start, b.o.duration)
+		}
+	}()
 	deadline := start.Add(b.o.duration)
 	recs := make([]*recorder, b.o.clients)
 	// Requests outlive an interrupt: a client finishes its operation and stops.
@@ -533,7 +540,14 @@ func (b *bench) runWorkload(ctx context.Context) *report {
 	wg.Wait()
 	elapsed := time.Since(start)
 	stopProgress()
-	return newReport(b.o, mergeRecorders(recs), elapsed)
+	<-sampled
+	rep := newReport(b.o, mergeRecorders(recs), elapsed)
+	if smp != nil {
+		rep.Sampling = smp.report()
+		rep.Sampling.MaxRSSGrowthPercent = b.o.maxRSSGrowth
+		rep.Sampling.MaxGoroutineGrowth = b.o.maxGoroutineGrowth
+	}
+	return rep
 }
 
 // progress prints a line every 10 seconds on the log until stopped.

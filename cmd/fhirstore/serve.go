@@ -27,12 +27,12 @@ import (
 // indexes exist from the moment a tenant is created.
 var specTypes = []string{"Patient", "QuestionnaireResponse", "Practitioner", "EpisodeOfCare", "DiagnosticReport", "CarePlan", "List", "Questionnaire"}
 
-var serveFlags = []string{"addr", "data-dir", "base-domain", "default-tenant", "mongodb-uri", "max-body-bytes", "max-bundle-entries", "txn-recovery-age", "log-level", "shutdown-timeout", "read-header-timeout", "read-timeout", "metrics", "dev", "issuer", "issuer-jwks-url", "issuer-jwks-file", "issuer-tenants", "audience", "issuer-config", "token-issuer", "token-ttl", "clock-skew"}
+var serveFlags = []string{"addr", "data-dir", "base-domain", "default-tenant", "mongodb-uri", "max-body-bytes", "max-bundle-entries", "txn-recovery-age", "log-level", "shutdown-timeout", "read-header-timeout", "read-timeout", "metrics", "audit", "dev", "issuer", "issuer-jwks-url", "issuer-jwks-file", "issuer-tenants", "audience", "issuer-config", "token-issuer", "token-ttl", "clock-skew"}
 
 // serve runs the server until ctx is cancelled (SIGINT or SIGTERM).
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cfg := newConfig("serve", serveFlags...)
-	if _, err := cfg.parse(boolFlagArgs(boolFlagArgs(args, "metrics"), "dev")); err != nil {
+	if _, err := cfg.parse(boolFlagArgs(boolFlagArgs(boolFlagArgs(args, "metrics"), "dev"), "audit")); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			cfg.usage(stdout, "fhirstore serve [flags]")
 		}
@@ -65,6 +65,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	withMetrics, err := strconv.ParseBool(cfg.str("metrics"))
 	if err != nil {
 		return fmt.Errorf("--metrics: %q is not true or false", cfg.str("metrics"))
+	}
+	withAudit, err := strconv.ParseBool(cfg.str("audit"))
+	if err != nil {
+		return fmt.Errorf("--audit: %q is not true or false", cfg.str("audit"))
 	}
 	var metrics *server.Metrics
 	if withMetrics {
@@ -125,7 +129,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return c.Tenant, true
 	}, Store: db.store, Registry: registry, Logger: logger, Allows: server.Allows})
 	srvCfg := server.Config{BaseDomain: cfg.str("base-domain"), DefaultTenant: cfg.str("default-tenant"), MaxBodyBytes: maxBody,
-		MaxBundleEntries: int(maxEntries), Version: version, REST: rest, Registry: registry, Metrics: metrics}
+		MaxBundleEntries: int(maxEntries), Version: version, REST: rest, Registry: registry, Metrics: metrics, Audit: withAudit}
 	if verifier.Local, err = localIssuer(ctx, cfg, db.store); err != nil {
 		return err
 	}
@@ -156,6 +160,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := httpSrv.Shutdown(sctx); err != nil {
 		logger.Warn("graceful shutdown cut short", zap.Error(err))
 	}
+	if err := h.Close(sctx); err != nil {
+		logger.Error("audit trail", zap.Error(err))
+	}
 	lifecycle.Info("stopped")
 	return nil
 }
@@ -168,8 +175,16 @@ func printBanner(w io.Writer, addr net.Addr, cfg server.Config, dev *auth.HS256)
 		return err
 	}
 	if dev == nil { // tokens come from the configured issuers or /oauth2/token
-		_, err := fmt.Fprintf(w, "fhirstore is running.\n\n  FHIR base URL:  http://%s.%s:%s/fhir/r4\n  Token endpoint: http://%s.%s:%s/oauth2/token (clients: fhirstore client create)\n\n",
-			cfg.DefaultTenant, cfg.BaseDomain, port, cfg.DefaultTenant, cfg.BaseDomain, port)
+		origin := fmt.Sprintf("http://%s.%s:%s", cfg.DefaultTenant, cfg.BaseDomain, port)
+		_, err := fmt.Fprintf(w, `fhirstore is running (tokens from the configured issuers or the token endpoint).
+
+  FHIR base URL:   %s/fhir/r4
+  Token endpoint:  %s/oauth2/token
+
+  Get a token (create a client first with: fhirstore client create --tenant %s --scope 'system/*.read'):
+  curl -u CLIENT_ID:CLIENT_SECRET -d grant_type=client_credentials %s/oauth2/token
+
+`, origin, origin, cfg.DefaultTenant, origin)
 		return err
 	}
 	tok, err := auth.SignHS256(dev.Key, auth.TokenRequest{Tenant: cfg.DefaultTenant, Scope: "system/*.*", TTL: 24 * time.Hour})
@@ -243,6 +258,9 @@ func sweepTransactions(ctx context.Context, st *store.Store, age time.Duration, 
 func newVerifier(cfg *config, devKey []byte) (*auth.Verifier, error) {
 	skew, err := cfg.duration("clock-skew")
 	if err != nil {
+		return nil, err
+	}
+	if _, err := cfg.duration("token-ttl"); err != nil { // used once the database is open; checked before
 		return nil, err
 	}
 	var entries []auth.IssuerEntry

@@ -21,7 +21,8 @@ var goldens = []struct{ example, shows string }{
 	{"Bundle-bundle-example.json", "a searchset Bundle: entry.resource wrapped in its type element, search.mode"},
 	{"CarePlan-f001.json", "contained resources wrapped in <contained>"},
 	{"Bundle-bundle-response.json", "a transaction-response: response.outcome wrapped, lastModified and etag"},
-	{"Patient-dicom.json", "a primitive with only an extension (_gender, no value)"},
+	{"Patient-dicom.json", "a code with both a value and an extension (gender)"},
+	{"ActivityDefinition-heart-valve-replacement.json", "a repeating primitive with an extension and no value (_event without event)"},
 }
 
 func TestGoldenXMLFilesMatchTheOfficialExamples(t *testing.T) {

@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -157,8 +157,8 @@ func (p *jsonParser) array() (*jsonNode, error) {
 	}
 }
 
-// string reads a quoted string; only strings with escapes or invalid UTF-8
-// go through encoding/json.
+// string reads a quoted string; escapes and invalid UTF-8 are decoded the
+// way encoding/json decodes them.
 func (p *jsonParser) string() (string, error) {
 	start := p.pos
 	p.pos++
@@ -171,15 +171,79 @@ func (p *jsonParser) string() (string, error) {
 		p.pos++
 	}
 	p.pos++
-	raw := p.data[start:p.pos]
+	raw := p.data[start+1 : p.pos-1]
 	if !escaped && utf8.Valid(raw) {
-		return string(raw[1 : len(raw)-1]), nil
+		return string(raw), nil
 	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err != nil {
-		return "", fmt.Errorf("string at offset %d: %w", start, err)
+	return unescape(raw), nil
+}
+
+// unescape decodes the body of a valid JSON string: lone surrogates and
+// invalid UTF-8 become U+FFFD, as in encoding/json.
+func unescape(raw []byte) string {
+	b := make([]byte, 0, len(raw))
+	for i := 0; i < len(raw); {
+		c := raw[i]
+		switch {
+		case c == '\\':
+			r, n := unescapeOne(raw[i:])
+			b = utf8.AppendRune(b, r)
+			i += n
+		case c < utf8.RuneSelf:
+			b = append(b, c)
+			i++
+		default:
+			r, size := utf8.DecodeRune(raw[i:])
+			b = utf8.AppendRune(b, r)
+			i += size
+		}
 	}
-	return s, nil
+	return string(b)
+}
+
+// unescapeOne decodes the escape at the start of s and its length.
+func unescapeOne(s []byte) (rune, int) {
+	switch s[1] {
+	case 'b':
+		return '\b', 2
+	case 'f':
+		return '\f', 2
+	case 'n':
+		return '\n', 2
+	case 'r':
+		return '\r', 2
+	case 't':
+		return '\t', 2
+	case 'u':
+		r := hex4(s[2:6])
+		if utf16.IsSurrogate(r) {
+			if len(s) >= 12 && s[6] == '\\' && s[7] == 'u' {
+				if r2 := utf16.DecodeRune(r, hex4(s[8:12])); r2 != utf8.RuneError {
+					return r2, 12
+				}
+			}
+			return utf8.RuneError, 6
+		}
+		return r, 6
+	}
+	return rune(s[1]), 2 // \" \\ \/
+}
+
+// hex4 reads four hex digits (the JSON was validated).
+func hex4(s []byte) rune {
+	var r rune
+	for _, c := range s {
+		switch {
+		case c >= '0' && c <= '9':
+			c -= '0'
+		case c >= 'a' && c <= 'f':
+			c = c - 'a' + 10
+		default:
+			c = c - 'A' + 10
+		}
+		r = r<<4 | rune(c)
+	}
+	return r
 }
 
 // appendJSON writes n as compact JSON, escaping strings like encoding/json

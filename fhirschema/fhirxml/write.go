@@ -1,8 +1,8 @@
 package fhirxml
 
 import (
-	"bytes"
 	"encoding/xml"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -17,14 +17,22 @@ type WriteOptions struct {
 	Indent bool
 }
 
+// ErrNotResource is FromJSON's answer for JSON that is not an object with a
+// resourceType: a document that has no XML form.
+var ErrNotResource = errors.New("not a FHIR resource")
+
 // FromJSON renders a FHIR JSON resource as FHIR XML: elements in the order
 // of the definitions, primitives as value attributes, the narrative div as
-// raw XHTML. It fails with an *Error for JSON that is not a resource of a
-// known type or has properties XML cannot carry.
+// raw XHTML. It fails with ErrNotResource for JSON without a resourceType,
+// and with an *Error for a resource of an unknown type or with properties
+// XML cannot carry.
 func FromJSON(data []byte, opts WriteOptions) ([]byte, error) {
 	n, err := parseJSON(data)
 	if err != nil {
-		return nil, &Error{Msg: "the body is not valid JSON"}
+		return nil, fmt.Errorf("render XML: %w", err)
+	}
+	if rt := n.get("resourceType"); rt == nil || rt.kind != jsonString {
+		return nil, ErrNotResource
 	}
 	w := &xmlWriter{m: theModel(), indent: opts.Indent, b: make([]byte, 0, len(data)+len(data)/2)}
 	w.b = append(w.b, `<?xml version="1.0" encoding="UTF-8"?>`...)
@@ -324,15 +332,19 @@ func (w *xmlWriter) div(v *jsonNode, path string) error {
 }
 
 // checkDiv reports whether s is one well-formed <div> element and whether
-// it declares the XHTML namespace itself.
+// it declares the XHTML namespace itself. It reads raw tokens and matches
+// the tags itself: namespace translation would cost a third of the render.
 func checkDiv(s string) (declared bool, err error) {
+	if !strings.HasPrefix(s, "<div") {
+		return false, fmt.Errorf("the narrative must be a single div element")
+	}
 	d := newDecoder(strings.NewReader(s))
-	depth := 0
+	var open []xml.Name
 	for {
-		tok, err := d.Token()
+		tok, err := d.RawToken()
 		if err == io.EOF {
-			if depth != 0 {
-				return false, fmt.Errorf("unclosed element")
+			if len(open) != 0 {
+				return false, fmt.Errorf("unclosed element <%s>", open[len(open)-1].Local)
 			}
 			return declared, nil
 		}
@@ -341,29 +353,41 @@ func checkDiv(s string) (declared bool, err error) {
 		}
 		switch t := tok.(type) {
 		case xml.StartElement:
-			if depth == 0 {
-				if t.Name.Local != "div" || !strings.HasPrefix(s, "<div") {
-					return false, fmt.Errorf("the narrative must be a single div element")
+			if len(open) == 0 {
+				if declared, err = rootDiv(t); err != nil {
+					return false, err
 				}
-				if t.Name.Space != XHTMLNamespace && t.Name.Space != "" {
-					return false, fmt.Errorf("the div is in namespace %q", t.Name.Space)
-				}
-				declared = t.Name.Space == XHTMLNamespace
 			}
-			depth++
+			open = append(open, t.Name)
 		case xml.EndElement:
-			depth--
-			if depth == 0 && strings.TrimSpace(s[d.InputOffset():]) != "" {
-				return false, fmt.Errorf("content after the div")
+			if len(open) == 0 || open[len(open)-1] != t.Name {
+				return false, fmt.Errorf("unexpected end tag </%s>", t.Name.Local)
 			}
-		case xml.CharData:
-			if depth == 0 && len(bytes.TrimSpace(t)) > 0 {
-				return false, fmt.Errorf("text outside the div")
+			open = open[:len(open)-1]
+			if len(open) == 0 && strings.TrimSpace(s[d.InputOffset():]) != "" {
+				return false, fmt.Errorf("content after the div")
 			}
 		case xml.Directive, xml.ProcInst:
 			return false, fmt.Errorf("declarations are not allowed in the narrative")
 		}
 	}
+}
+
+// rootDiv checks the start tag of the narrative: an unprefixed div whose
+// default namespace, if declared, is XHTML.
+func rootDiv(t xml.StartElement) (declared bool, err error) {
+	if t.Name.Space != "" || t.Name.Local != "div" {
+		return false, fmt.Errorf("the narrative must be a single div element")
+	}
+	for _, a := range t.Attr {
+		if a.Name.Space == "" && a.Name.Local == "xmlns" {
+			if a.Value != XHTMLNamespace {
+				return false, fmt.Errorf("the div is in namespace %q", a.Value)
+			}
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // startTag writes "<name" (the caller closes the tag).

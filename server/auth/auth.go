@@ -59,7 +59,7 @@ type Claims struct {
 type HS256 struct {
 	Key    []byte
 	Issuer string
-	// Leeway is the clock skew allowed on exp, nbf and iat.
+	// Leeway is the clock skew allowed on nbf and iat; exp is exact.
 	Leeway time.Duration
 }
 
@@ -74,6 +74,9 @@ func (h HS256) Authenticate(_ context.Context, token string) (*Principal, error)
 	)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidToken, err)
+	}
+	if err := checkExpiry(&c, time.Now()); err != nil {
+		return nil, err
 	}
 	if c.Tenant == "" {
 		return nil, fmt.Errorf("%w: no tenant claim", ErrInvalidToken)

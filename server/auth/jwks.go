@@ -131,7 +131,12 @@ type StaticKeys map[string]crypto.PublicKey
 // ParseJWKS reads a JSON Web Key Set. Keys meant for encryption are
 // skipped; a key that cannot be decoded fails the whole set, so that a
 // typo in a configured file is not silently ignored.
-func ParseJWKS(b []byte) (StaticKeys, error) {
+func ParseJWKS(b []byte) (StaticKeys, error) { return parseJWKS(b, true) }
+
+// parseJWKS skips keys it cannot use unless strict: a provider's set may
+// hold key types this server does not verify with (Ed25519, say), which
+// must not make its other keys unusable.
+func parseJWKS(b []byte, strict bool) (StaticKeys, error) {
 	var set JWKS
 	if err := json.Unmarshal(b, &set); err != nil {
 		return nil, fmt.Errorf("JWKS is not JSON: %w", err)
@@ -142,10 +147,16 @@ func ParseJWKS(b []byte) (StaticKeys, error) {
 			continue
 		}
 		pub, err := k.PublicKey()
+		if err != nil && !strict {
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
 		if _, dup := keys[k.Kid]; dup {
+			if !strict {
+				continue
+			}
 			return nil, fmt.Errorf("JWKS has two keys with kid %q", k.Kid)
 		}
 		keys[k.Kid] = pub
@@ -301,7 +312,7 @@ func (r *RemoteKeys) get(ctx context.Context) (StaticKeys, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fetch JWKS: %w", err)
 	}
-	keys, err := ParseJWKS(b)
+	keys, err := parseJWKS(b, false)
 	if err != nil {
 		return nil, fmt.Errorf("JWKS at %s: %w", r.URL, err)
 	}

@@ -13,7 +13,9 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 )
 
-// DefaultLeeway is the clock skew allowed on exp, nbf and iat.
+// DefaultLeeway is the clock skew allowed on nbf and iat: an issuer whose
+// clock runs ahead must not have its fresh tokens refused. Expiry is exact
+// (see checkExpiry).
 const DefaultLeeway = 60 * time.Second
 
 // AnyTenant in TrustedIssuer.Tenants trusts an issuer for every tenant; its
@@ -49,7 +51,7 @@ type Verifier struct {
 	Local *LocalIssuer
 	// Dev, when set, accepts HS256 tokens of DevIssuer (dev mode).
 	Dev *HS256
-	// Leeway is the clock skew allowed on exp, nbf and iat (default DefaultLeeway).
+	// Leeway is the clock skew allowed on nbf and iat (default DefaultLeeway).
 	Leeway time.Duration
 }
 
@@ -106,6 +108,9 @@ func (v *Verifier) verify(ctx context.Context, token string, iss TrustedIssuer, 
 	)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidToken, err)
+	}
+	if err := checkExpiry(&c, time.Now()); err != nil {
+		return nil, err
 	}
 	tenant, err := iss.tenant(c.Tenant)
 	if err != nil {
@@ -214,4 +219,16 @@ func (e IssuerEntry) Trusted() (TrustedIssuer, error) {
 		return TrustedIssuer{}, fmt.Errorf("issuer %s: give its JWKS URL or JWKS file", e.Issuer)
 	}
 	return t, nil
+}
+
+// checkExpiry refuses a token whose exp has passed by this server's clock.
+// The leeway covers an issuer's clock running ahead (nbf, iat in the
+// future); it does not extend a token's life: an issuer whose clock runs
+// behind only makes its tokens end early, which clients handle by asking
+// for a new one.
+func checkExpiry(c *Claims, now time.Time) error {
+	if c.ExpiresAt == nil || !now.Before(c.ExpiresAt.Time) {
+		return fmt.Errorf("%w: the token has expired", ErrInvalidToken)
+	}
+	return nil
 }
