@@ -150,6 +150,7 @@ func (s *Server) processBundle(ctx context.Context, call *bundleCall, body []byt
 	} else {
 		s.batch(ctx, call, entries, out)
 	}
+	s.cfg.Metrics.countBundle(b.Type, entries)
 	return out, nil
 }
 

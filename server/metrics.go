@@ -1,10 +1,7 @@
 package server
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -150,13 +147,6 @@ func (s *Server) observe(c *gin.Context) {
 	}
 	start := time.Now()
 	route, typ := routeOf(c.Request.URL.Path)
-	var body *bytes.Buffer
-	if route == "/fhir/r4" && c.Request.Method == http.MethodPost && c.Request.Body != nil {
-		// The bundle handler reads the body whole; keep a copy to count
-		// its entries once it has been processed.
-		body = &bytes.Buffer{}
-		c.Request.Body = teeBody{io.TeeReader(c.Request.Body, body), c.Request.Body}
-	}
 	c.Next()
 	if strings.HasPrefix(route, restPrefix) {
 		route = restRoute(c.Request.Pattern)
@@ -168,40 +158,26 @@ func (s *Server) observe(c *gin.Context) {
 	labels := []string{route, typ, methodLabel(c.Request.Method), strconv.Itoa(c.Writer.Status()), tenant}
 	m.requests.WithLabelValues(labels...).Inc()
 	m.latency.WithLabelValues(labels...).Observe(time.Since(start).Seconds())
-	if body != nil && c.Writer.Status() == http.StatusOK {
-		m.countBundle(body.Bytes())
-	}
-}
-
-// teeBody copies what the handler reads and closes the original body.
-type teeBody struct {
-	io.Reader
-	io.Closer
 }
 
 // countBundle counts the entries of a processed batch or transaction by
-// entry method and the resource type their request URL names.
-func (m *Metrics) countBundle(body []byte) {
-	var b struct {
-		Type  string `json:"type"`
-		Entry []struct {
-			Request struct {
-				Method string `json:"method"`
-				URL    string `json:"url"`
-			} `json:"request"`
-		} `json:"entry"`
-	}
-	if json.Unmarshal(body, &b) != nil || (b.Type != "batch" && b.Type != "transaction") {
+// entry method and the resource type they address.
+func (m *Metrics) countBundle(bundleType string, entries []*entry) {
+	if m == nil {
 		return
 	}
-	for _, e := range b.Entry {
-		u := e.Request.URL
-		if _, rel, abs := strings.Cut(u, "/fhir/r4/"); abs {
-			u = rel // an absolute URL of this server
+	for _, e := range entries {
+		if e == nil || e.in.Request == nil {
+			continue
 		}
-		typ, _, _ := strings.Cut(strings.TrimPrefix(u, "/"), "/")
-		typ, _, _ = strings.Cut(typ, "?")
-		m.bundleEntries.WithLabelValues(b.Type, methodLabel(e.Request.Method), typeLabel(typ)).Inc()
+		typ := ""
+		if e.op != nil {
+			typ = e.op.Type
+		} else {
+			typ, _, _ = strings.Cut(strings.TrimPrefix(e.read, "/"), "/")
+			typ, _, _ = strings.Cut(typ, "?")
+		}
+		m.bundleEntries.WithLabelValues(bundleType, methodLabel(e.in.Request.Method), typeLabel(typ)).Inc()
 	}
 }
 

@@ -27,6 +27,8 @@ var invalidResources = []struct {
 	{"empty array", "Patient", `{"resourceType":"Patient","telecom":[]}`, "Patient.telecom"},
 	{"empty object", "Patient", `{"resourceType":"Patient","maritalStatus":{}}`, "Patient.maritalStatus"},
 	{"malformed primitive extension", "Patient", `{"resourceType":"Patient","_birthDate":{"extension":"x"}}`, "Patient._birthDate.extension"},
+	{"narrative that is not well-formed XHTML", "Patient", `{"resourceType":"Patient","text":{"status":"generated","div":"<div xmlns=\"http://www.w3.org/1999/xhtml\"><p>open</div>"}}`, "Patient.text.div"},
+	{"narrative that is not a div", "Patient", `{"resourceType":"Patient","text":{"status":"generated","div":"<p>x</p>"}}`, "Patient.text.div"},
 	{"invalid contained resource", "Patient", `{"resourceType":"Patient","contained":[{"resourceType":"Observation","status":"bogus","code":{"text":"x"}}]}`, "Patient.contained[0].status"},
 }
 
