@@ -162,9 +162,14 @@ func referenceCondition(p *Param, field, name, modifier string, values []string)
 		}
 		return eqAny(field, forms), nil, nil
 	}
-	forms := make([]string, len(values))
-	for i, v := range values {
-		forms[i] = referenceForm(v)
+	forms := make([]string, 0, len(values))
+	for _, v := range values {
+		// An absolute URL matches as written (stored absolute references
+		// and canonicals) and, ending in Type/id, as this server's Type/id.
+		forms = append(forms, v)
+		if f := referenceForm(v); f != v {
+			forms = append(forms, f)
+		}
 	}
 	return eqAny(field, forms), nil, nil
 }
