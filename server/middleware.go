@@ -40,7 +40,7 @@ func requestID(c *gin.Context) string { return c.GetString(requestIDKey) }
 func (s *Server) accessLog(c *gin.Context) {
 	start := time.Now()
 	c.Next()
-	s.log.Info("request",
+	fields := []zap.Field{
 		zap.String("request_id", requestID(c)),
 		zap.String("tenant", c.GetString(tenantKey)),
 		zap.String("method", c.Request.Method),
@@ -48,7 +48,11 @@ func (s *Server) accessLog(c *gin.Context) {
 		zap.Int("status", c.Writer.Status()),
 		zap.Duration("latency", time.Since(start)),
 		zap.Int("bytes", c.Writer.Size()),
-	)
+	}
+	if len(c.Errors) > 0 { // errors handlers kept on the context, such as an XML rendering failure
+		fields = append(fields, zap.String("error", c.Errors.String()))
+	}
+	s.log.Info("request", fields...)
 }
 
 // recovery turns a panic into a 500 OperationOutcome that says nothing of
