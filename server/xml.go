@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 
 	"github.com/gin-gonic/gin"
 
@@ -30,8 +31,12 @@ func xmlToJSON(body []byte) ([]byte, error) {
 // form and is left to the JSON writer. A resource the converter cannot
 // render is a 500 whose OperationOutcome is itself XML.
 func writeXML(c *gin.Context, status int, body []byte) bool {
-	opts := fhirxml.WriteOptions{Indent: c.Query("_pretty") == "true"}
+	var left []string
+	opts := fhirxml.WriteOptions{Indent: c.Query("_pretty") == "true", OnUnknown: func(path string) { left = append(left, path) }}
 	out, err := fhirxml.FromJSON(body, opts)
+	for _, path := range left { // elements stored under lenient handling have no XML form
+		c.Writer.Header().Add("Warning", "299 fhirstore "+strconv.Quote(path+": unknown element left out of the XML"))
+	}
 	if errors.Is(err, fhirxml.ErrNotResource) {
 		return false
 	}

@@ -249,3 +249,25 @@ func TestBadXMLIsRejectedAndNothingIsStored(t *testing.T) {
 		t.Fatalf("bad XML stored %d versions", n)
 	}
 }
+
+// TestLenientElementsAreLeftOutOfXML: an element kept by lenient handling
+// has no XML form; the XML answer leaves it out and says so in a Warning.
+func TestLenientElementsAreLeftOutOfXML(t *testing.T) {
+	e := newEnv(t)
+	r := e.do(request{Method: http.MethodPost, Path: "/Patient", Body: `{"resourceType":"Patient","nickname":"Bob","name":[{"family":"Lenient"}]}`, Header: map[string]string{"Prefer": "handling=lenient"}})
+	if r.Status != http.StatusCreated {
+		t.Fatalf("lenient create: %d %s", r.Status, r.Body)
+	}
+	id := r.JSON(t)["id"].(string)
+	x := e.get("/Patient/" + id + "?_format=xml")
+	if x.Status != http.StatusOK {
+		t.Fatalf("XML read: %d %s", x.Status, x.Body)
+	}
+	got := xmlAsJSON(t, x, "Patient")
+	if _, ok := got["nickname"]; ok || got["name"] == nil {
+		t.Fatalf("XML read: %v", got)
+	}
+	if w := x.Header.Get("Warning"); !strings.Contains(w, "Patient.nickname") {
+		t.Fatalf("Warning %q does not name the element left out", w)
+	}
+}

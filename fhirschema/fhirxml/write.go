@@ -15,6 +15,10 @@ import (
 type WriteOptions struct {
 	// Indent puts each element on its own line, two spaces per level.
 	Indent bool
+	// OnUnknown, when set, is told the path of each property the
+	// definitions do not have (kept by lenient handling), which is then
+	// left out; when nil such a property is an error.
+	OnUnknown func(path string)
 }
 
 // ErrNotResource is FromJSON's answer for JSON that is not an object with a
@@ -34,7 +38,7 @@ func FromJSON(data []byte, opts WriteOptions) ([]byte, error) {
 	if rt := n.get("resourceType"); rt == nil || rt.kind != jsonString {
 		return nil, ErrNotResource
 	}
-	w := &xmlWriter{m: theModel(), indent: opts.Indent, b: make([]byte, 0, len(data)+len(data)/2)}
+	w := &xmlWriter{m: theModel(), indent: opts.Indent, onUnknown: opts.OnUnknown, b: make([]byte, 0, len(data)+len(data)/2)}
 	w.b = append(w.b, `<?xml version="1.0" encoding="UTF-8"?>`...)
 	if opts.Indent {
 		w.b = append(w.b, '\n')
@@ -50,10 +54,11 @@ func FromJSON(data []byte, opts WriteOptions) ([]byte, error) {
 
 // xmlWriter appends XML for JSON nodes.
 type xmlWriter struct {
-	m      *model
-	b      []byte
-	indent bool
-	depth  int
+	m         *model
+	b         []byte
+	indent    bool
+	depth     int
+	onUnknown func(path string)
 }
 
 // member is a property of an object with its value and its _name sibling.
@@ -134,6 +139,10 @@ func (w *xmlWriter) members(d *definition, n *jsonNode, path string) ([]member, 
 		name, ext := strings.CutPrefix(k, "_")
 		p := d.byName[name]
 		if p == nil || (ext && p.kind != kindPrimitive) {
+			if w.onUnknown != nil {
+				w.onUnknown(path + "." + k)
+				continue
+			}
 			return nil, errorAt(path+"."+k, "unknown property "+strconv.Quote(k))
 		}
 		if p.attr {
