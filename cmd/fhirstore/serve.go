@@ -160,7 +160,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := httpSrv.Shutdown(sctx); err != nil {
 		logger.Warn("graceful shutdown cut short", zap.Error(err))
 	}
-	if err := h.Close(sctx); err != nil {
+	// The audit records of the requests just finished: a deadline of their own.
+	actx, cancelAudit := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancelAudit()
+	if err := h.Close(actx); err != nil {
 		logger.Error("audit trail", zap.Error(err))
 	}
 	lifecycle.Info("stopped")
