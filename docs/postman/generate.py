@@ -295,6 +295,32 @@ rest.append(req("R3 unknown patient", "GET", "/api/v1/patients/unknown-{{runId}}
     "An unknown id is 404 with the REST error JSON.",
     status(404) + ["pm.test('is a REST error', function () { pm.expect(pm.response.json().error.code).to.eql('not_found'); });"]))
 
+def oauth_items():
+    token = {"name": "Token: client credentials", "event": [test(status(200) + [
+        "pm.test('no-store', function () { pm.expect(pm.response.headers.get('Cache-Control')).to.include('no-store'); });",
+        "pm.test('a Bearer token with the granted scope', function () {",
+        "  const b = pm.response.json();",
+        "  pm.expect(b.token_type).to.eql('Bearer');",
+        "  pm.expect(b.expires_in).to.be.above(0);",
+        "  pm.expect(b.scope).to.eql('system/*.read');",
+        "  pm.collectionVariables.set('oauthToken', b.access_token);",
+        "});"])],
+      "request": {"method": "POST", "description": "A token from the server's own token endpoint: client credentials, the secret by HTTP Basic (Postman's \"Send as Basic Auth header\"). Needs `clientId` and `clientSecret` in the environment (`fhirstore client create --tenant demo --scope 'system/*.read'`).",
+        "auth": {"type": "basic", "basic": [{"key": "username", "value": "{{clientId}}", "type": "string"}, {"key": "password", "value": "{{clientSecret}}", "type": "string"}]},
+        "header": [{"key": "Content-Type", "value": "application/x-www-form-urlencoded"}],
+        "body": {"mode": "urlencoded", "urlencoded": [{"key": "grant_type", "value": "client_credentials"}, {"key": "scope", "value": "system/*.read"}]},
+        "url": url("{{baseUrl}}/oauth2/token")}}
+    bearer = {"type": "bearer", "bearer": [{"key": "token", "value": "{{oauthToken}}", "type": "string"}]}
+    read = req("Search with the token", "GET", "/fhir/r4/Patient?_count=1", "The token works on the tenant's FHIR base.", status(200) + FHIR_JSON)
+    read["request"]["auth"] = bearer
+    write = req("A write with a read-only token is 403", "POST", "/fhir/r4/Patient", "system/*.read grants read and search only.",
+        status(403) + ["pm.test('names the missing permission', function () { pm.expect(pm.response.json().issue[0].diagnostics).to.include('create'); });"],
+        body={"resourceType": "Patient"})
+    write["request"]["auth"] = bearer
+    smart = req("SMART configuration", "GET", "/fhir/r4/.well-known/smart-configuration", "Discovery, without a token.",
+        status(200) + ["pm.test('names the token endpoint', function () { pm.expect(pm.response.json().token_endpoint).to.include('/oauth2/token'); });"], noauth=True)
+    return [smart, token, read, write]
+
 collection = {
   "info": {
     "_postman_id": "6f1f4c8e-5a43-4c1e-9d7e-0a1b2c3d4e5f",
@@ -313,7 +339,9 @@ collection = {
       "access token URL `{{baseUrl}}/oauth2/token`, the client id and secret, scope `system/*.*`, client authentication "
       "Send as Basic Auth header → Get New Access Token → Use Token. A token of /oauth2/token is for the origin it was asked at "
       "(its iss and aud), so clear `tenantHost` in the environment to send the requests to that same origin "
-      "(`http://127.0.0.1:8080` is served by the default tenant, demo). See docs/guide/oauth.md."),
+      "(`http://127.0.0.1:8080` is served by the default tenant, demo). See docs/guide/oauth.md.\n\n"
+      "The folder OAuth 2.0 does this itself: with `clientId` and `clientSecret` of a client with scope `system/*.read` "
+      "in the environment it gets a token, searches with it and checks that a write is refused (403)."),
     "schema": "https://schema.getpostman.com/json/collection/v2.1.0/collection.json"
   },
   "auth": {"type": "bearer", "bearer": [{"key": "token", "value": "{{token}}", "type": "string"}]},
@@ -327,8 +355,9 @@ collection = {
   "item": [
     {"name": "FHIR R4", "description": "FHIR interface, `/fhir/r4` (F1–F13).", "item": fhir},
     {"name": "REST", "description": "REST interface, `/api/v1` (R1–R7), on the data the FHIR folder created.", "item": rest},
+    {"name": "OAuth 2.0", "description": "The token endpoint (client credentials) and SMART scopes.", "item": oauth_items()},
   ],
-  "variable": [{"key": k, "value": ""} for k in ["runId", "npi", "patientEtag", "v1LastUpdated", "medicationId"] + NAMES],
+  "variable": [{"key": k, "value": ""} for k in ["runId", "npi", "patientEtag", "v1LastUpdated", "medicationId", "oauthToken"] + NAMES],
 }
 env = {
   "id": "3c5e0f7a-9b1d-4e2a-8c6f-0a1b2c3d4e5f",
@@ -337,6 +366,8 @@ env = {
     {"key": "baseUrl", "value": "http://127.0.0.1:8080", "type": "default", "enabled": True},
     {"key": "tenantHost", "value": "demo.localhost:8080", "type": "default", "enabled": True},
     {"key": "token", "value": "", "type": "secret", "enabled": True},
+    {"key": "clientId", "value": "", "type": "default", "enabled": True},
+    {"key": "clientSecret", "value": "", "type": "secret", "enabled": True},
   ],
   "_postman_variable_scope": "environment",
 }
