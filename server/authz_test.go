@@ -105,7 +105,12 @@ func TestScopeMatrix(t *testing.T) {
 		{"user/Patient.rs?active=true", ""}, // query-restricted scopes are not honoured
 		{"", ""},
 	}
-	for _, sc := range scopes {
+	for i, sc := range scopes {
+		// With -short (the race detector's run) every third scope: the
+		// same handlers and checks, a third of the requests.
+		if testing.Short() && i%3 != 0 {
+			continue
+		}
 		tok := scopedToken(t, e.tenant, sc.scope, "")
 		for _, in := range authzInteractions() {
 			t.Run(fmt.Sprintf("%s/%s", sc.scope, in.name), func(t *testing.T) {

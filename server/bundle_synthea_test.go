@@ -3,10 +3,12 @@ package server_test
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -54,6 +56,58 @@ func (b *btSynthea) body() string {
 	return string(raw)
 }
 
+// btShortEntries is how much of the patient's transaction -short posts:
+// its first encounters with what they record.
+const btShortEntries = 150
+
+// keepFirst keeps the first n entries whose urn:uuid references all name
+// entries kept before them, so that the transaction stays whole.
+func (b *btSynthea) keepFirst(n int) {
+	kept := map[string]bool{}
+	var out []btSyntheaEntry
+	for _, en := range b.Entry {
+		if len(out) == n {
+			break
+		}
+		whole := true
+		for _, m := range btURNReferences.FindAllSubmatch(en.Resource, -1) {
+			whole = whole && kept[string(m[1])]
+		}
+		if whole {
+			out = append(out, en)
+			kept[en.FullURL] = true
+		}
+	}
+	b.Entry = out
+}
+
+// btURNReferences are the urn:uuid references of a Bundle entry.
+var btURNReferences = regexp.MustCompile(`"reference"\s*:\s*"(urn:uuid:[^"]+)"`)
+
+// btKeepReferred keeps the entries of batches that refers names (Type?criteria),
+// and those that the kept ones name in turn.
+func btKeepReferred(batches map[string]*btSynthea, refers map[string]bool) {
+	want := maps.Clone(refers)
+	for grew := true; grew; {
+		grew = false
+		for _, b := range batches {
+			for _, en := range b.Entry {
+				if !want[en.criteria()] {
+					continue
+				}
+				for _, m := range btConditionalReferences.FindAllSubmatch(en.Resource, -1) {
+					if !want[string(m[1])] {
+						want[string(m[1])], grew = true, true
+					}
+				}
+			}
+		}
+	}
+	for _, b := range batches {
+		b.Entry = slices.DeleteFunc(b.Entry, func(en btSyntheaEntry) bool { return !want[en.criteria()] })
+	}
+}
+
 // btConditionalReferences are the Type?criteria references of a Bundle.
 var btConditionalReferences = regexp.MustCompile(`"reference"\s*:\s*"([A-Z][A-Za-z]+\?[^"]+)"`)
 
@@ -62,7 +116,9 @@ var btConditionalReferences = regexp.MustCompile(`"reference"\s*:\s*"([A-Z][A-Za
 // stored resource back: it is the posted resource with its urn:uuid and
 // conditional references replaced by the Type/id of what they name.
 // Every file of testdata/synthea is posted whole; with -short (the race
-// detector's run) only the smallest patient's.
+// detector's run) only the first btShortEntries entries of the smallest
+// patient, and of the Organizations, Locations and Practitioners those the
+// patient refers to.
 func TestSyntheaBundlesLoad(t *testing.T) {
 	e := newEnv(t)
 	patients := append([]string{synPatientFile}, synOtherPatientFiles...)
@@ -101,9 +157,15 @@ func TestSyntheaBundlesLoad(t *testing.T) {
 		}
 		return b
 	}
+	batchFiles := []string{"hospitalInformation.json", "practitionerInformation.json"}
 	batches := map[string]*btSynthea{}
-	for _, name := range []string{"hospitalInformation.json", "practitionerInformation.json"} {
+	for _, name := range batchFiles {
 		batches[name] = btReadSynthea(t, name)
+	}
+	if testing.Short() {
+		btKeepReferred(batches, refers)
+	}
+	for _, name := range batchFiles {
 		t.Run(name+" is a batch of conditional creates", func(t *testing.T) { load(t, name, batches[name], 201) })
 	}
 	t.Run("every conditional reference of the patients names a stored resource", func(t *testing.T) {
@@ -135,6 +197,9 @@ func TestSyntheaBundlesLoad(t *testing.T) {
 			in := btReadSynthea(t, name)
 			if in.Type != "transaction" {
 				t.Fatalf("type %q, want transaction", in.Type)
+			}
+			if testing.Short() {
+				in.keepFirst(btShortEntries)
 			}
 			b := load(t, name, in, 201)
 			var patient string

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"path/filepath"
 	"time"
@@ -54,7 +55,7 @@ func Start(ctx context.Context, dir string, logger *zap.Logger) (*Server, error)
 		Listener:  ferretdb.ListenerConfig{TCP: "127.0.0.1:0"},
 		Logger:    slog.New(handler),
 		Handler:   "sqlite",
-		SQLiteURL: "file:" + abs + "/",
+		SQLiteURL: "file:" + abs + "/?_pragma=" + url.QueryEscape(pageCachePragma),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("start embedded database: %w", err)
@@ -110,6 +111,15 @@ func (l levelFilter) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.C
 func (l levelFilter) With(fields []zapcore.Field) zapcore.Core {
 	return levelFilter{Core: l.Core.With(fields), min: l.min}
 }
+
+// pageCachePragma sets the page cache of each SQLite connection. FerretDB
+// keeps up to 100 connections per database (one per tenant) open for good,
+// and at SQLite's default of 2 MiB each the caches filled for minutes: in a
+// 5-minute soak they took the process's memory outside the Go heap from 2
+// to 29 MiB, and resident memory 20% past its size after warm-up. At
+// 256 KiB they stopped at 12 MiB (7%), at the same throughput; the
+// operating system caches the files anyway (docs/soak.md).
+const pageCachePragma = "cache_size(-256)"
 
 // StopTimeout bounds how long callers should wait for Stop on shutdown.
 const StopTimeout = 10 * time.Second
