@@ -24,13 +24,7 @@ type access struct {
 }
 
 func newAccess(p *auth.Principal, reg *search.Registry) *access {
-	var scopes []auth.Scope
-	for _, s := range p.Scopes {
-		if sc, ok := auth.ParseScope(s); ok {
-			scopes = append(scopes, sc)
-		}
-	}
-	return &access{scopes: scopes, patient: p.Patient, reg: reg}
+	return &access{scopes: auth.ParseScopes(p.Scopes), patient: p.Patient, reg: reg}
 }
 
 // grant is the caller's grant for interaction i on typ ("*" for every type).

@@ -155,11 +155,10 @@ func Decide(scopes []Scope, patient, resourceType string, i Interaction) Reach {
 	return g
 }
 
-// ParseScopes keeps the SMART resource scopes of a space-separated scope
-// string, in order.
-func ParseScopes(scope string) []Scope {
+// ParseScopes keeps the SMART resource scopes of a token's scope list, in order.
+func ParseScopes(scopes []string) []Scope {
 	var out []Scope
-	for _, f := range strings.Fields(scope) {
+	for _, f := range scopes {
 		if s, ok := ParseScope(f); ok {
 			out = append(out, s)
 		}
