@@ -244,6 +244,10 @@ func (w *walker) values(v any, at *loc, def string) {
 	case string:
 		if strings.TrimSpace(x) == "" {
 			w.errorf("value", at.String(), "empty or blank strings are not allowed in FHIR JSON")
+		} else if def == "xhtml" {
+			if _, err := CheckXHTML(x); err != nil {
+				w.errorf("invalid", at.String(), "the narrative is not well-formed XHTML: %v", err)
+			}
 		}
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"fhirstore/fhirschema"
-	"fhirstore/fhirschema/fhirxml"
 	"fhirstore/store"
 )
 
@@ -25,11 +24,6 @@ func StoreValidator(v *fhirschema.Validator) store.Validator {
 				errs = append(errs, si)
 			} else {
 				warnings = append(warnings, si)
-			}
-		}
-		if len(errs) == 0 { // FHIR's txt-1: the narrative is well-formed XHTML (XML answers embed it)
-			if at, err := fhirxml.CheckNarratives(body); err != nil {
-				errs = append(errs, store.Issue{Severity: "error", Code: "invalid", Diagnostics: err.Error(), Expression: at})
 			}
 		}
 		if len(errs) > 0 {

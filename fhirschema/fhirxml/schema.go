@@ -15,7 +15,7 @@ import (
 const Namespace = "http://hl7.org/fhir"
 
 // XHTMLNamespace is the namespace of the narrative div.
-const XHTMLNamespace = "http://www.w3.org/1999/xhtml"
+const XHTMLNamespace = fhirschema.XHTMLNamespace
 
 // kind says how a property is represented in XML.
 type kind uint8

@@ -1,14 +1,14 @@
 package fhirxml
 
 import (
-	"encoding/xml"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"fhirstore/fhirschema"
 )
 
 // WriteOptions tune the XML rendering.
@@ -327,7 +327,7 @@ func (w *xmlWriter) div(v *jsonNode, path string) error {
 	if v.kind != jsonString {
 		return errorAt(path, "the narrative div must be a JSON string")
 	}
-	declared, err := checkDiv(v.str)
+	declared, err := fhirschema.CheckXHTML(v.str)
 	if err != nil {
 		return errorAt(path, "the narrative is not well-formed XHTML: "+err.Error())
 	}
@@ -338,65 +338,6 @@ func (w *xmlWriter) div(v *jsonNode, path string) error {
 	w.b = append(w.b, `<div xmlns="`+XHTMLNamespace+`"`...)
 	w.b = append(w.b, v.str[len("<div"):]...)
 	return nil
-}
-
-// checkDiv reports whether s is one well-formed <div> element and whether
-// it declares the XHTML namespace itself. It reads raw tokens and matches
-// the tags itself: namespace translation would cost a third of the render.
-func checkDiv(s string) (declared bool, err error) {
-	if !strings.HasPrefix(s, "<div") {
-		return false, fmt.Errorf("the narrative must be a single div element")
-	}
-	d := newDecoder(strings.NewReader(s))
-	var open []xml.Name
-	for {
-		tok, err := d.RawToken()
-		if err == io.EOF {
-			if len(open) != 0 {
-				return false, fmt.Errorf("unclosed element <%s>", open[len(open)-1].Local)
-			}
-			return declared, nil
-		}
-		if err != nil {
-			return false, err
-		}
-		switch t := tok.(type) {
-		case xml.StartElement:
-			if len(open) == 0 {
-				if declared, err = rootDiv(t); err != nil {
-					return false, err
-				}
-			}
-			open = append(open, t.Name)
-		case xml.EndElement:
-			if len(open) == 0 || open[len(open)-1] != t.Name {
-				return false, fmt.Errorf("unexpected end tag </%s>", t.Name.Local)
-			}
-			open = open[:len(open)-1]
-			if len(open) == 0 && strings.TrimSpace(s[d.InputOffset():]) != "" {
-				return false, fmt.Errorf("content after the div")
-			}
-		case xml.Directive, xml.ProcInst:
-			return false, fmt.Errorf("declarations are not allowed in the narrative")
-		}
-	}
-}
-
-// rootDiv checks the start tag of the narrative: an unprefixed div whose
-// default namespace, if declared, is XHTML.
-func rootDiv(t xml.StartElement) (declared bool, err error) {
-	if t.Name.Space != "" || t.Name.Local != "div" {
-		return false, fmt.Errorf("the narrative must be a single div element")
-	}
-	for _, a := range t.Attr {
-		if a.Name.Space == "" && a.Name.Local == "xmlns" {
-			if a.Value != XHTMLNamespace {
-				return false, fmt.Errorf("the div is in namespace %q", a.Value)
-			}
-			return true, nil
-		}
-	}
-	return false, nil
 }
 
 // startTag writes "<name" (the caller closes the tag).
