@@ -24,7 +24,8 @@ import (
 	"fhirstore/server"
 	"fhirstore/server/auth"
 	"fhirstore/store"
-	"fhirstore/store/embedded"
+	"fhirstore/store/engine/mongodb"
+	"fhirstore/store/ferretdb"
 )
 
 // JSON nested deeper than 100 levels is a 400: see
@@ -133,13 +134,16 @@ func (p *faultProxy) forward(c net.Conn) {
 // faultDB is a private embedded database reached through a faultProxy.
 type faultDB struct {
 	dir    string
-	engine *embedded.Server
+	engine *ferretdb.Server
 	proxy  *faultProxy
 	uri    string // the proxy's address in the engine's URI
 }
 
 func startFaultDB(t *testing.T, stall string) *faultDB {
 	t.Helper()
+	if db.Kind != "mongodb" {
+		t.Skip("network faults between the server and MongoDB: run with FHIRSTORE_TEST_ENGINE=ferretdb")
+	}
 	f := &faultDB{dir: t.TempDir()}
 	t.Cleanup(func() { // registered first, so it runs after the store is closed
 		if f.engine != nil {
@@ -159,7 +163,7 @@ func startFaultDB(t *testing.T, stall string) *faultDB {
 
 func (f *faultDB) startEngine(t *testing.T) {
 	t.Helper()
-	eng, err := embedded.Start(context.Background(), f.dir, nil)
+	eng, err := ferretdb.Start(context.Background(), f.dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +172,7 @@ func (f *faultDB) startEngine(t *testing.T) {
 
 func (f *faultDB) stopEngine(t *testing.T) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), embedded.StopTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), ferretdb.StopTimeout)
 	defer cancel()
 	if err := f.engine.Stop(ctx); err != nil {
 		t.Fatal(err)
@@ -191,9 +195,12 @@ func newFaultEnv(t *testing.T, fdb *faultDB, monitor *event.CommandMonitor, logg
 	t.Helper()
 	ctx := context.Background()
 	opts := db.Options()
-	opts.ServerSelectionTimeout = time.Second
 	opts.Monitor = monitor
-	st, err := store.Open(ctx, fdb.uri, opts)
+	eng, err := mongodb.Open(fdb.uri, mongodb.Options{ServerSelectionTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(ctx, eng, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,13 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
-
-	"fhirstore/server"
-	"fhirstore/store"
 	"fhirstore/store/document"
-	"fhirstore/store/storetest"
+	"fhirstore/store/engine/mongodb"
 )
 
 // ingestBundles are the Synthea patient bundles (transactions); the
@@ -83,9 +78,7 @@ func bundleDocuments(b *testing.B, body []byte) map[string][]any {
 // their ratio.
 func BenchmarkSyntheaIngest(b *testing.B) {
 	ctx := context.Background()
-	e := newEnv(b, func(_ *server.Config, o *store.Options) {
-		o.SkipSearchIndexes = os.Getenv(storetest.EnvURI) == "" // as the product runs the embedded engine
-	})
+	e := newEnv(b)
 	for _, f := range []string{"hospitalInformation.json", "practitionerInformation.json"} {
 		body, err := os.ReadFile(filepath.Join(synDir, f))
 		if err != nil {
@@ -102,12 +95,12 @@ func BenchmarkSyntheaIngest(b *testing.B) {
 			resources += len(d)
 		}
 	}
-	client, err := mongo.Connect(options.Client().ApplyURI(db.URI))
+	eng, err := db.Engine(ctx, mongodb.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer func() { _ = client.Disconnect(ctx) }()
-	raw := client.Database(fmt.Sprintf("fhirstore_bench_raw_%d", time.Now().UnixNano()%1_000_000))
+	defer func() { _ = eng.Close(ctx) }()
+	raw := eng.Database(fmt.Sprintf("fhirstore_bench_raw_%d", time.Now().UnixNano()%1_000_000))
 	defer func() { _ = raw.Drop(ctx) }()
 
 	for _, workers := range []int{1, len(bundles)} {
@@ -120,7 +113,7 @@ func BenchmarkSyntheaIngest(b *testing.B) {
 				start = time.Now()
 				for _, byType := range docs {
 					for typ, list := range byType {
-						if _, err := raw.Collection(typ).InsertMany(ctx, list); err != nil {
+						if err := raw.Collection(typ).InsertMany(ctx, list); err != nil {
 							b.Fatal(err)
 						}
 					}

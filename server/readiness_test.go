@@ -13,18 +13,18 @@ import (
 	"fhirstore/server"
 	"fhirstore/server/auth"
 	"fhirstore/store"
-	"fhirstore/store/embedded"
+	"fhirstore/store/engine/sqlite"
 )
 
-// TestDatabaseOutageAnswers503AndReadyzFails stops a private embedded
+// TestDatabaseOutageAnswers503AndReadyzFails closes a private embedded
 // database under a running server.
 func TestDatabaseOutageAnswers503AndReadyzFails(t *testing.T) {
 	ctx := context.Background()
-	edb, err := embedded.Start(ctx, t.TempDir(), nil)
+	edb, err := sqlite.Open(ctx, t.TempDir(), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := store.Open(ctx, edb.URI(), store.Options{ResourceTypes: fhirschema.IsResourceType})
+	st, err := store.Open(ctx, edb, store.Options{ResourceTypes: fhirschema.IsResourceType})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,9 +42,7 @@ func TestDatabaseOutageAnswers503AndReadyzFails(t *testing.T) {
 	}
 	id := e.create("Patient", `{"resourceType":"Patient"}`)
 
-	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if err := edb.Stop(sctx); err != nil {
+	if err := edb.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()

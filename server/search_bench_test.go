@@ -1,7 +1,7 @@
 package server_test
 
 // Search benchmarks: each query through the real server over HTTP, next to
-// the MongoDB driver running the same filter, sort and limit on the same
+// the database engine running the same filter, sort and limit on the same
 // collection, so the figures separate the database's work from the
 // server's. Figures and commands: docs/performance.md, section "Search".
 
@@ -17,12 +17,12 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"fhirstore/search"
 	"fhirstore/store"
 	"fhirstore/store/document"
+	"fhirstore/store/engine"
+	"fhirstore/store/engine/mongodb"
 )
 
 // envBenchLarge switches the search benchmarks from 1,000 to 10,000 Patients.
@@ -176,19 +176,19 @@ func newRawSearch(b *testing.B, params url.Values) rawSearch {
 }
 
 // rows reads the first page plus one row.
-func (r rawSearch) rows(ctx context.Context, coll *mongo.Collection) ([]*rawSearchRow, error) {
+func (r rawSearch) rows(ctx context.Context, coll engine.Collection) ([]*rawSearchRow, error) {
 	var kept []*rawSearchRow
 	for skip := int64(0); ; {
 		limit := int64(r.want - len(kept))
 		if r.post != nil {
 			limit = max(limit, 50)
 		}
-		cur, err := coll.Find(ctx, r.filter, options.Find().SetSort(r.order).SetSkip(skip).SetLimit(limit))
+		cur, err := coll.Find(ctx, r.filter, &engine.FindOptions{Sort: r.order, Skip: skip, Limit: limit})
 		if err != nil {
 			return nil, err
 		}
 		var batch []*rawSearchRow
-		if err := cur.All(ctx, &batch); err != nil {
+		if err := engine.All(ctx, cur, &batch); err != nil {
 			return nil, err
 		}
 		for _, d := range batch {
@@ -208,18 +208,18 @@ func (r rawSearch) rows(ctx context.Context, coll *mongo.Collection) ([]*rawSear
 
 // count counts the matches: CountDocuments, or with a post-filter the
 // candidates' idx read and checked.
-func (r rawSearch) count(ctx context.Context, coll *mongo.Collection) (int64, error) {
+func (r rawSearch) count(ctx context.Context, coll engine.Collection) (int64, error) {
 	if r.post == nil {
-		return coll.CountDocuments(ctx, r.filter)
+		return coll.Count(ctx, r.filter)
 	}
-	cur, err := coll.Find(ctx, r.filter, options.Find().SetProjection(bson.D{{Key: "idx", Value: 1}}))
+	cur, err := coll.Find(ctx, r.filter, &engine.FindOptions{Projection: bson.D{{Key: "idx", Value: 1}}})
 	if err != nil {
 		return 0, err
 	}
 	defer cur.Close(ctx)
 	var n int64
 	for cur.Next(ctx) {
-		if idx, _ := cur.Current.Lookup("idx").DocumentOK(); r.post(idx) {
+		if idx, _ := cur.Current().Lookup("idx").DocumentOK(); r.post(idx) {
 			n++
 		}
 	}
@@ -246,12 +246,12 @@ func BenchmarkSearch(b *testing.B) {
 	b.Logf("seeded %d Patients in %v", n, time.Since(start).Round(time.Millisecond))
 
 	ctx := context.Background()
-	client, err := mongo.Connect(options.Client().ApplyURI(db.URI))
+	eng, err := db.Engine(ctx, mongodb.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { _ = client.Disconnect(context.Background()) })
-	coll := client.Database(db.Options().DatabasePrefix + e.tenant).Collection("Patient")
+	b.Cleanup(func() { _ = eng.Close(context.Background()) })
+	coll := eng.Database(db.Options().DatabasePrefix + e.tenant).Collection("Patient")
 
 	for _, c := range cases {
 		path := "/Patient?" + c.params.Encode()

@@ -2,36 +2,11 @@ package server
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"net/http"
 
 	"github.com/gin-gonic/gin"
-
-	"fhirstore/fhirschema"
-	"fhirstore/store"
 )
-
-// StoreValidator puts the official schema on the store's write path: every
-// create, update and bundle entry is checked before anything is written.
-func StoreValidator(v *fhirschema.Validator) store.Validator {
-	return func(_ context.Context, typ string, body []byte, lenient bool) ([]store.Issue, error) {
-		r := v.Validate(typ, body, fhirschema.Options{Lenient: lenient})
-		var errs, warnings []store.Issue
-		for _, is := range r.Issues {
-			si := store.Issue{Severity: is.Severity, Code: is.Code, Diagnostics: is.Diagnostics, Expression: is.Expression}
-			if is.Severity == "error" {
-				errs = append(errs, si)
-			} else {
-				warnings = append(warnings, si)
-			}
-		}
-		if len(errs) > 0 {
-			return nil, &store.InvalidError{Issues: append(errs, warnings...)}
-		}
-		return warnings, nil
-	}
-}
 
 // validateOp serves POST [type]/$validate and [type]/[id]/$validate: the
 // resource (sent as is, or as the "resource" parameter of a Parameters) gets

@@ -6,9 +6,9 @@ import (
 	"strings"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"fhirstore/search"
+	"fhirstore/store/engine"
 )
 
 // Batch applies each op on its own, as a transaction of one: errs[i] is the
@@ -114,12 +114,12 @@ func (s *Store) lookUpHints(ctx context.Context, tenant string, hints []*conditi
 		return err
 	}
 	gen := s.matches.generation(tenant, typ)
-	cur, err := s.tenantDB(tenant).Collection(typ).Find(ctx, filter, options.Find().SetProjection(bson.D{{Key: "sort", Value: 0}}))
+	cur, err := s.tenantDB(tenant).Collection(typ).Find(ctx, filter, &engine.FindOptions{Projection: bson.D{{Key: "sort", Value: 0}}})
 	if err != nil {
 		return dbError("look up conditions", err)
 	}
 	var rows []*storedDoc
-	if err := cur.All(ctx, &rows); err != nil {
+	if err := engine.All(ctx, cur, &rows); err != nil {
 		return dbError("look up conditions", err)
 	}
 	for _, h := range hints {

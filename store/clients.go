@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"fhirstore/store/engine"
 )
 
 // Errors of the OAuth client registry.
@@ -31,7 +31,7 @@ type Client struct {
 	CreatedAt  time.Time `bson:"createdAt"`
 }
 
-func (s *Store) clients() *mongo.Collection { return s.systemDB().Collection("clients") }
+func (s *Store) clients() engine.Collection { return s.systemDB().Collection("clients") }
 
 // CreateClient registers a client of an existing tenant.
 func (s *Store) CreateClient(ctx context.Context, c Client) error {
@@ -51,8 +51,8 @@ func (s *Store) CreateClient(ctx context.Context, c Client) error {
 	if c.CreatedAt.IsZero() {
 		c.CreatedAt = s.opts.Now().UTC()
 	}
-	if _, err := s.clients().InsertOne(ctx, c); err != nil {
-		if mongo.IsDuplicateKeyError(err) {
+	if err := s.clients().InsertOne(ctx, c); err != nil {
+		if engine.IsDuplicateKey(err) {
 			return fmt.Errorf("create client %s: %w", c.ID, ErrConflict)
 		}
 		return dbError("create client", err)
@@ -63,8 +63,8 @@ func (s *Store) CreateClient(ctx context.Context, c Client) error {
 // Client returns a registered client.
 func (s *Store) Client(ctx context.Context, id string) (*Client, error) {
 	var c Client
-	err := s.clients().FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Decode(&c)
-	if errors.Is(err, mongo.ErrNoDocuments) {
+	err := engine.FindOneInto(ctx, s.clients(), bson.D{{Key: "_id", Value: id}}, nil, &c)
+	if errors.Is(err, engine.ErrNoDocuments) {
 		return nil, fmt.Errorf("client %q: %w", id, ErrClientNotFound)
 	}
 	if err != nil {
@@ -80,12 +80,12 @@ func (s *Store) ListClients(ctx context.Context, tenant string) ([]Client, error
 	if tenant != "" {
 		filter = bson.D{{Key: "tenant", Value: tenant}}
 	}
-	cur, err := s.clients().Find(ctx, filter, options.Find().SetSort(bson.D{{Key: "tenant", Value: 1}, {Key: "createdAt", Value: 1}, {Key: "_id", Value: 1}}))
+	cur, err := s.clients().Find(ctx, filter, &engine.FindOptions{Sort: bson.D{{Key: "tenant", Value: 1}, {Key: "createdAt", Value: 1}, {Key: "_id", Value: 1}}})
 	if err != nil {
 		return nil, dbError("list clients", err)
 	}
 	var out []Client
-	if err := cur.All(ctx, &out); err != nil {
+	if err := engine.All(ctx, cur, &out); err != nil {
 		return nil, dbError("list clients", err)
 	}
 	return out, nil
@@ -98,7 +98,7 @@ func (s *Store) DeleteClient(ctx context.Context, id string) error {
 	if err != nil {
 		return dbError("delete client", err)
 	}
-	if res.DeletedCount == 0 {
+	if res == 0 {
 		return fmt.Errorf("delete client %q: %w", id, ErrClientNotFound)
 	}
 	return nil
@@ -123,8 +123,8 @@ func (s *Store) UseAssertion(ctx context.Context, clientID, jti string, expires 
 	if _, err := coll.DeleteMany(ctx, bson.D{{Key: "expiresAt", Value: bson.D{{Key: "$lt", Value: now.Add(-time.Hour)}}}}); err != nil {
 		return dbError("expire client assertions", err)
 	}
-	_, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: clientID + " " + jti}, {Key: "expiresAt", Value: expires.UTC()}})
-	if mongo.IsDuplicateKeyError(err) {
+	err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: clientID + " " + jti}, {Key: "expiresAt", Value: expires.UTC()}})
+	if engine.IsDuplicateKey(err) {
 		return fmt.Errorf("client %s jti %q: %w", clientID, jti, ErrReplayed)
 	}
 	if err != nil {
@@ -144,20 +144,20 @@ func (s *Store) SigningKey(ctx context.Context, generate func() ([]byte, error))
 	var doc struct {
 		Key []byte `bson:"key"`
 	}
-	err := coll.FindOne(ctx, bson.D{{Key: "_id", Value: signingKeyID}}).Decode(&doc)
+	err := engine.FindOneInto(ctx, coll, bson.D{{Key: "_id", Value: signingKeyID}}, nil, &doc)
 	if err == nil {
 		return doc.Key, nil
 	}
-	if !errors.Is(err, mongo.ErrNoDocuments) {
+	if !errors.Is(err, engine.ErrNoDocuments) {
 		return nil, dbError("read signing key", err)
 	}
 	key, err := generate()
 	if err != nil {
 		return nil, err
 	}
-	_, err = coll.InsertOne(ctx, bson.D{{Key: "_id", Value: signingKeyID}, {Key: "key", Value: key}, {Key: "createdAt", Value: s.opts.Now().UTC()}})
-	if mongo.IsDuplicateKeyError(err) {
-		if err := coll.FindOne(ctx, bson.D{{Key: "_id", Value: signingKeyID}}).Decode(&doc); err != nil {
+	err = coll.InsertOne(ctx, bson.D{{Key: "_id", Value: signingKeyID}, {Key: "key", Value: key}, {Key: "createdAt", Value: s.opts.Now().UTC()}})
+	if engine.IsDuplicateKey(err) {
+		if err := engine.FindOneInto(ctx, coll, bson.D{{Key: "_id", Value: signingKeyID}}, nil, &doc); err != nil {
 			return nil, dbError("read signing key", err)
 		}
 		return doc.Key, nil

@@ -12,9 +12,9 @@ import (
 
 	"github.com/google/uuid"
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"fhirstore/search"
+	"fhirstore/store/engine"
 )
 
 // locksCollection holds the criteria locks of conditional writes.
@@ -141,11 +141,11 @@ func (s *Store) lock(ctx context.Context, tenant, owner, key string) error {
 	defer cancel()
 	wait := 2 * time.Millisecond
 	for {
-		_, err := coll.InsertOne(ctx, lockDoc{Key: key, Owner: owner, At: s.opts.Now().UTC()})
+		err := coll.InsertOne(ctx, lockDoc{Key: key, Owner: owner, At: s.opts.Now().UTC()})
 		if err == nil {
 			return nil
 		}
-		if !mongo.IsDuplicateKeyError(err) {
+		if !engine.IsDuplicateKey(err) {
 			if ctx.Err() != nil {
 				return fmt.Errorf("%w: another conditional write with criteria %s is still running", ErrConflict, key)
 			}
@@ -163,9 +163,9 @@ func (s *Store) lock(ctx context.Context, tenant, owner, key string) error {
 
 // breakStaleLock deletes the lock of key when its holder is older than the
 // lease.
-func (s *Store) breakStaleLock(ctx context.Context, coll *mongo.Collection, key string) {
+func (s *Store) breakStaleLock(ctx context.Context, coll engine.Collection, key string) {
 	var held lockDoc
-	if err := coll.FindOne(ctx, bson.D{{Key: "_id", Value: key}}).Decode(&held); err != nil {
+	if err := engine.FindOneInto(ctx, coll, bson.D{{Key: "_id", Value: key}}, nil, &held); err != nil {
 		return
 	}
 	if s.opts.Now().Sub(held.At) > s.opts.LockLease {

@@ -40,7 +40,7 @@ func TestCrashChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := store.Open(ctx, d.URI, d.Options())
+	st, err := d.OpenStore(ctx, d.Options())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +139,7 @@ func recoverAndCheck(t *testing.T, dir, run, tenant string) (store.RecoveryRepor
 		t.Fatal(err)
 	}
 	defer d.Close()
-	st, err := store.Open(ctx, d.URI, d.Options())
+	st, err := d.OpenStore(ctx, d.Options())
 	if err != nil {
 		t.Fatal(err)
 	}

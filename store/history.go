@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"fhirstore/store/engine"
 )
 
 // HistoryQuery selects versions for the instance, type or system history.
@@ -140,21 +140,19 @@ func beyond(filter bson.D, pos *HistoryPosition, op string) bson.D {
 // historyRows reads up to Count+1 rows matching filter. Rows of unfinished
 // transactions are dropped and, with _at, rows superseded before the range
 // began; it reads on in batches until the page is full or the rows run out.
-func (s *Store) historyRows(ctx context.Context, tenant string, coll *mongo.Collection, q HistoryQuery, filter bson.D, dir int) ([]*historyDoc, error) {
+func (s *Store) historyRows(ctx context.Context, tenant string, coll engine.Collection, q HistoryQuery, filter bson.D, dir int) ([]*historyDoc, error) {
 	want := q.Count + 1
 	base := filter
 	var kept []*historyDoc
 	for {
 		limit := want - len(kept)
-		opts := options.Find().
-			SetSort(bson.D{{Key: "lastUpdated", Value: dir}, {Key: "_id", Value: dir}}).
-			SetLimit(int64(limit))
+		opts := &engine.FindOptions{Sort: bson.D{{Key: "lastUpdated", Value: dir}, {Key: "_id", Value: dir}}, Limit: int64(limit)}
 		cur, err := coll.Find(ctx, filter, opts)
 		if err != nil {
 			return nil, dbError("read history", err)
 		}
 		var batch []*historyDoc
-		if err := cur.All(ctx, &batch); err != nil {
+		if err := engine.All(ctx, cur, &batch); err != nil {
 			return nil, dbError("read history", err)
 		}
 		fetched := len(batch)
@@ -195,7 +193,7 @@ func (s *Store) dropPending(ctx context.Context, tenant string, rows []*historyD
 
 // dropSuperseded removes rows written at or before lo whose next version was
 // also written at or before lo: they were not current at any time from lo on.
-func (s *Store) dropSuperseded(ctx context.Context, coll *mongo.Collection, rows []*historyDoc, lo time.Time) ([]*historyDoc, error) {
+func (s *Store) dropSuperseded(ctx context.Context, coll engine.Collection, rows []*historyDoc, lo time.Time) ([]*historyDoc, error) {
 	var next []string
 	for _, h := range rows {
 		if !h.LastUpdated.After(lo) {
@@ -206,14 +204,14 @@ func (s *Store) dropSuperseded(ctx context.Context, coll *mongo.Collection, rows
 		return rows, nil
 	}
 	filter := bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: next}}}, {Key: "lastUpdated", Value: bson.D{{Key: "$lte", Value: lo}}}}
-	cur, err := coll.Find(ctx, filter, options.Find().SetProjection(bson.D{{Key: "_id", Value: 1}}))
+	cur, err := coll.Find(ctx, filter, &engine.FindOptions{Projection: bson.D{{Key: "_id", Value: 1}}})
 	if err != nil {
 		return nil, dbError("read history successors", err)
 	}
 	var succ []struct {
 		Key string `bson:"_id"`
 	}
-	if err := cur.All(ctx, &succ); err != nil {
+	if err := engine.All(ctx, cur, &succ); err != nil {
 		return nil, dbError("read history successors", err)
 	}
 	superseded := make(map[string]bool, len(succ))
@@ -231,36 +229,22 @@ func (s *Store) dropSuperseded(ctx context.Context, coll *mongo.Collection, rows
 
 // historyTotal counts the versions the query selects: with _at, the versions
 // written inside the range plus one per resource that existed when it began.
-func (s *Store) historyTotal(ctx context.Context, coll *mongo.Collection, q HistoryQuery) (int64, error) {
+func (s *Store) historyTotal(ctx context.Context, coll engine.Collection, q HistoryQuery) (int64, error) {
 	if q.At == nil {
-		n, err := coll.CountDocuments(ctx, historyFilter(q, q.Since, nil))
+		n, err := coll.Count(ctx, historyFilter(q, q.Since, nil))
 		return n, dbError("count history", err)
 	}
 	from := q.At.Lo.Add(time.Millisecond) // stored instants have millisecond precision
 	if q.Since != nil && q.Since.After(from) {
 		from = *q.Since
 	}
-	n, err := coll.CountDocuments(ctx, historyFilter(q, &from, &q.At.Hi))
+	n, err := coll.Count(ctx, historyFilter(q, &from, &q.At.Hi))
 	if err != nil {
 		return 0, dbError("count history", err)
 	}
-	pipeline := mongo.Pipeline{
-		{{Key: "$match", Value: historyFilter(q, q.Since, &q.At.Lo)}},
-		{{Key: "$group", Value: bson.D{{Key: "_id", Value: bson.D{{Key: "type", Value: "$type"}, {Key: "id", Value: "$id"}}}}}},
-		{{Key: "$count", Value: "n"}},
-	}
-	cur, err := coll.Aggregate(ctx, pipeline)
+	existing, err := coll.CountDistinct(ctx, historyFilter(q, q.Since, &q.At.Lo), "type", "id")
 	if err != nil {
 		return 0, dbError("count history", err)
 	}
-	var res []struct {
-		N int64 `bson:"n"`
-	}
-	if err := cur.All(ctx, &res); err != nil {
-		return 0, dbError("count history", err)
-	}
-	if len(res) > 0 {
-		n += res[0].N
-	}
-	return n, nil
+	return n + existing, nil
 }

@@ -6,9 +6,9 @@ import (
 	"strings"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"fhirstore/search"
+	"fhirstore/store/engine"
 )
 
 // MaxIncludeDepth bounds how often :iterate includes are applied.
@@ -155,12 +155,12 @@ func (s *Store) findCurrent(ctx context.Context, tenant, typ string, filter bson
 		return nil, nil // a reference to a type that does not exist includes nothing
 	}
 	all := bson.D{{Key: "$and", Value: bson.A{filter, bson.D{{Key: "deleted", Value: false}}}}}
-	cur, err := s.tenantDB(tenant).Collection(typ).Find(ctx, all, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}))
+	cur, err := s.tenantDB(tenant).Collection(typ).Find(ctx, all, &engine.FindOptions{Sort: bson.D{{Key: "_id", Value: 1}}})
 	if err != nil {
 		return nil, dbError("include "+typ, err)
 	}
 	var docs []*storedDoc
-	if err := cur.All(ctx, &docs); err != nil {
+	if err := engine.All(ctx, cur, &docs); err != nil {
 		return nil, dbError("include "+typ, err)
 	}
 	out := make([]*Resource, 0, len(docs))

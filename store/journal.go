@@ -8,9 +8,9 @@ import (
 
 	"github.com/google/uuid"
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.uber.org/zap"
+
+	"fhirstore/store/engine"
 )
 
 // A transaction of several writes commits through a redo journal, which works
@@ -94,7 +94,7 @@ func (s *Store) commitJournal(ctx context.Context, tenant string, versions []*ve
 	if err := s.fault(FaultJournal); err != nil {
 		return err
 	}
-	if _, err := db.Collection(txnJournal).InsertOne(ctx, entry); err != nil {
+	if err := db.Collection(txnJournal).InsertOne(ctx, entry); err != nil {
 		return dbError("write transaction journal", err)
 	}
 	// From here on the transaction finishes (or undoes) what it started even
@@ -103,7 +103,7 @@ func (s *Store) commitJournal(ctx context.Context, tenant string, versions []*ve
 	if err := s.fault(FaultHistory); err != nil {
 		return err
 	}
-	_, err := db.Collection(historyCollection).InsertMany(ctx, rows, options.InsertMany().SetOrdered(false))
+	err := db.Collection(historyCollection).InsertMany(ctx, rows)
 	if err != nil {
 		s.rollBack(ctx, tenant, &entry)
 		if idx, ok := duplicateIndex(err); ok {
@@ -140,10 +140,10 @@ func (s *Store) commitJournal(ctx context.Context, tenant string, versions []*ve
 
 // duplicateIndex finds the first duplicate-key write of a bulk insert.
 func duplicateIndex(err error) (int, bool) {
-	var bwe mongo.BulkWriteException
-	if errors.As(err, &bwe) {
-		for _, we := range bwe.WriteErrors {
-			if isDuplicateCode(we.Code) {
+	var be *engine.BulkError
+	if errors.As(err, &be) {
+		for _, we := range be.Errors {
+			if errors.Is(we.Err, engine.ErrDuplicateKey) {
 				return we.Index, true
 			}
 		}
@@ -151,21 +151,19 @@ func duplicateIndex(err error) (int, bool) {
 	return 0, false
 }
 
-func isDuplicateCode(code int) bool { return code == 11000 || code == 11001 || code == 12582 }
-
 // decide records the fate of txn with a unique insert; whichever of the
 // committer and recovery inserts first wins. It reports the decision.
 func (s *Store) decide(ctx context.Context, tenant, txn string, commit bool) (bool, error) {
 	coll := s.tenantDB(tenant).Collection(txnDecisions)
-	_, err := coll.InsertOne(ctx, decision{ID: txn, Commit: commit, At: s.opts.Now().UTC()})
+	err := coll.InsertOne(ctx, decision{ID: txn, Commit: commit, At: s.opts.Now().UTC()})
 	if err == nil {
 		return commit, nil
 	}
-	if !mongo.IsDuplicateKeyError(err) {
+	if !engine.IsDuplicateKey(err) {
 		return false, dbError("decide transaction", err)
 	}
 	var d decision
-	if err := coll.FindOne(ctx, bson.D{{Key: "_id", Value: txn}}).Decode(&d); err != nil {
+	if err := engine.FindOneInto(ctx, coll, bson.D{{Key: "_id", Value: txn}}, nil, &d); err != nil {
 		return false, dbError("read transaction decision", err)
 	}
 	return d.Commit, nil
@@ -190,17 +188,17 @@ func (s *Store) putCurrentRows(ctx context.Context, tenant string, versions []*v
 	}
 	for _, typ := range order {
 		docs := byType[typ]
-		_, err := s.tenantDB(tenant).Collection(typ).InsertMany(ctx, docs, options.InsertMany().SetOrdered(false))
+		err := s.tenantDB(tenant).Collection(typ).InsertMany(ctx, docs)
 		s.changed(tenant, typ)
 		if err == nil {
 			continue
 		}
-		var bwe mongo.BulkWriteException
-		if !errors.As(err, &bwe) || len(bwe.WriteErrors) == 0 {
+		var be *engine.BulkError
+		if !errors.As(err, &be) || len(be.Errors) == 0 {
 			return dbError("insert current rows", err)
 		}
-		for _, we := range bwe.WriteErrors { // a row already there: replace it if older
-			if !isDuplicateCode(we.Code) {
+		for _, we := range be.Errors { // a row already there: replace it if older
+			if !errors.Is(we.Err, engine.ErrDuplicateKey) {
 				return dbError("insert current rows", err)
 			}
 			if err := s.putCurrent(ctx, tenant, typ, docs[we.Index].(*storedDoc), true); err != nil {
@@ -245,7 +243,7 @@ func (s *Store) rollBack(ctx context.Context, tenant string, entry *journalEntry
 func (s *Store) rollForward(ctx context.Context, tenant string, entry *journalEntry) error {
 	for _, k := range entry.Keys {
 		var h historyDoc
-		err := s.tenantDB(tenant).Collection(historyCollection).FindOne(ctx, bson.D{{Key: "_id", Value: historyKey(k.Type, k.ID, k.VID)}}).Decode(&h)
+		err := engine.FindOneInto(ctx, s.tenantDB(tenant).Collection(historyCollection), bson.D{{Key: "_id", Value: historyKey(k.Type, k.ID, k.VID)}}, nil, &h)
 		if err != nil {
 			return dbError("read committed history row", err)
 		}
@@ -304,12 +302,12 @@ func (s *Store) RecoverTenant(ctx context.Context, tenant string, olderThan time
 	var r RecoveryReport
 	db := s.tenantDB(tenant)
 	cutoff := s.opts.Now().UTC().Add(-olderThan)
-	cur, err := db.Collection(txnJournal).Find(ctx, bson.D{{Key: "at", Value: bson.D{{Key: "$lte", Value: cutoff}}}})
+	cur, err := db.Collection(txnJournal).Find(ctx, bson.D{{Key: "at", Value: bson.D{{Key: "$lte", Value: cutoff}}}}, nil)
 	if err != nil {
 		return r, dbError("read transaction journal", err)
 	}
 	var entries []journalEntry
-	if err := cur.All(ctx, &entries); err != nil {
+	if err := engine.All(ctx, cur, &entries); err != nil {
 		return r, dbError("read transaction journal", err)
 	}
 	for i := range entries {
@@ -341,16 +339,16 @@ func (s *Store) RecoverTenant(ctx context.Context, tenant string, olderThan time
 // between the two deletes of finishTxn).
 func (s *Store) dropStaleDecisions(ctx context.Context, tenant string, cutoff time.Time) error {
 	db := s.tenantDB(tenant)
-	cur, err := db.Collection(txnDecisions).Find(ctx, bson.D{{Key: "at", Value: bson.D{{Key: "$lte", Value: cutoff}}}})
+	cur, err := db.Collection(txnDecisions).Find(ctx, bson.D{{Key: "at", Value: bson.D{{Key: "$lte", Value: cutoff}}}}, nil)
 	if err != nil {
 		return dbError("read transaction decisions", err)
 	}
 	var ds []decision
-	if err := cur.All(ctx, &ds); err != nil {
+	if err := engine.All(ctx, cur, &ds); err != nil {
 		return dbError("read transaction decisions", err)
 	}
 	for _, d := range ds {
-		n, err := db.Collection(txnJournal).CountDocuments(ctx, bson.D{{Key: "_id", Value: d.ID}})
+		n, err := db.Collection(txnJournal).Count(ctx, bson.D{{Key: "_id", Value: d.ID}})
 		if err != nil {
 			return dbError("read transaction journal", err)
 		}
@@ -378,14 +376,14 @@ func (s *Store) pendingTxns(ctx context.Context, tenant string, rows []*historyD
 		return nil, nil
 	}
 	cur, err := s.tenantDB(tenant).Collection(txnJournal).Find(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}},
-		options.Find().SetProjection(bson.D{{Key: "_id", Value: 1}}))
+		&engine.FindOptions{Projection: bson.D{{Key: "_id", Value: 1}}})
 	if err != nil {
 		return nil, dbError("read transaction journal", err)
 	}
 	var open []struct {
 		ID string `bson:"_id"`
 	}
-	if err := cur.All(ctx, &open); err != nil {
+	if err := engine.All(ctx, cur, &open); err != nil {
 		return nil, dbError("read transaction journal", err)
 	}
 	pending := make(map[string]bool, len(open))

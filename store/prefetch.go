@@ -7,9 +7,9 @@ import (
 	"strings"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"fhirstore/search"
+	"fhirstore/store/engine"
 )
 
 // conditionalRefPattern finds conditional references in a JSON body.
@@ -86,7 +86,7 @@ func (t *txn) resolveGroup(ctx context.Context, g *tokenGroup) error {
 		return err
 	}
 	gen := t.s.matches.generation(t.tenant, g.typ)
-	proj := options.Find().SetProjection(bson.D{{Key: "_id", Value: 1}, {Key: "vid", Value: 1}, {Key: "idx." + g.param, Value: 1}})
+	proj := &engine.FindOptions{Projection: bson.D{{Key: "_id", Value: 1}, {Key: "vid", Value: 1}, {Key: "idx." + g.param, Value: 1}}}
 	cur, err := t.s.tenantDB(t.tenant).Collection(g.typ).Find(ctx, filter, proj)
 	if err != nil {
 		return dbError("resolve conditional references", err)
@@ -94,10 +94,10 @@ func (t *txn) resolveGroup(ctx context.Context, g *tokenGroup) error {
 	defer cur.Close(ctx)
 	matches := map[string][]*Resource{} // value → matches
 	for cur.Next(ctx) {
-		id, _ := cur.Current.Lookup("_id").StringValueOK()
-		vid, _ := cur.Current.Lookup("vid").AsInt64OK()
+		id, _ := cur.Current().Lookup("_id").StringValueOK()
+		vid, _ := cur.Current().Lookup("vid").AsInt64OK()
 		res := &Resource{Type: g.typ, ID: id, VersionID: int(vid)}
-		for _, v := range idxStrings(cur.Current.Lookup("idx").Document(), g.param) {
+		for _, v := range idxStrings(cur.Current().Lookup("idx").Document(), g.param) {
 			if _, wanted := g.refs[v]; wanted {
 				matches[v] = append(matches[v], res)
 			}

@@ -10,11 +10,10 @@ import (
 
 	"github.com/google/uuid"
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.uber.org/zap"
 
 	"fhirstore/store/document"
+	"fhirstore/store/engine"
 )
 
 const historyCollection = "history"
@@ -232,8 +231,8 @@ func (s *Store) VRead(ctx context.Context, tenant, typ, id string, vid string) (
 		return nil, fmt.Errorf("vread %s/%s/_history/%s: %w", typ, id, vid, ErrNotFound)
 	}
 	var h historyDoc
-	err = s.tenantDB(tenant).Collection(historyCollection).FindOne(ctx, bson.D{{Key: "_id", Value: historyKey(typ, id, n)}}).Decode(&h)
-	if errors.Is(err, mongo.ErrNoDocuments) {
+	err = engine.FindOneInto(ctx, s.tenantDB(tenant).Collection(historyCollection), bson.D{{Key: "_id", Value: historyKey(typ, id, n)}}, nil, &h)
+	if errors.Is(err, engine.ErrNoDocuments) {
 		return nil, fmt.Errorf("vread %s/%s/_history/%d: %w", typ, id, n, ErrNotFound)
 	}
 	if err != nil {
@@ -256,9 +255,9 @@ func (s *Store) VRead(ctx context.Context, tenant, typ, id string, vid string) (
 
 func (s *Store) current(ctx context.Context, tenant, typ, id string) (*storedDoc, error) {
 	var d storedDoc
-	noIndex := options.FindOne().SetProjection(bson.D{{Key: "idx", Value: 0}, {Key: "sort", Value: 0}})
-	err := s.tenantDB(tenant).Collection(typ).FindOne(ctx, bson.D{{Key: "_id", Value: id}}, noIndex).Decode(&d)
-	if errors.Is(err, mongo.ErrNoDocuments) {
+	noIndex := &engine.FindOptions{Projection: bson.D{{Key: "idx", Value: 0}, {Key: "sort", Value: 0}}}
+	err := engine.FindOneInto(ctx, s.tenantDB(tenant).Collection(typ), bson.D{{Key: "_id", Value: id}}, noIndex, &d)
+	if errors.Is(err, engine.ErrNoDocuments) {
 		return nil, ErrNotFound
 	}
 	if err != nil {
@@ -344,8 +343,8 @@ func (s *Store) write(ctx context.Context, tenant string, in *prepared, id strin
 // writeOne stores one version: history row, then current row.
 func (s *Store) writeOne(ctx context.Context, tenant string, v *version, exists bool) error {
 	db := s.tenantDB(tenant)
-	if _, err := db.Collection(historyCollection).InsertOne(ctx, v.hist); err != nil {
-		if mongo.IsDuplicateKeyError(err) {
+	if err := db.Collection(historyCollection).InsertOne(ctx, v.hist); err != nil {
+		if engine.IsDuplicateKey(err) {
 			s.repair(ctx, tenant, v.hist.Type, v.hist.ID)
 			return fmt.Errorf("%w: version %d of %s/%s was written concurrently", ErrConflict, v.hist.VID, v.hist.Type, v.hist.ID)
 		}
@@ -359,13 +358,13 @@ func (s *Store) putCurrent(ctx context.Context, tenant, typ string, doc *storedD
 	defer s.changed(tenant, typ)
 	coll := s.tenantDB(tenant).Collection(typ)
 	if !exists {
-		_, err := coll.InsertOne(ctx, doc)
-		if err == nil || !mongo.IsDuplicateKeyError(err) {
+		err := coll.InsertOne(ctx, doc)
+		if err == nil || !engine.IsDuplicateKey(err) {
 			return dbError("insert current row", err)
 		}
 	}
 	filter := bson.D{{Key: "_id", Value: doc.ID}, {Key: "vid", Value: bson.D{{Key: "$lt", Value: doc.VID}}}}
-	_, err := coll.ReplaceOne(ctx, filter, doc)
+	_, err := coll.ReplaceOne(ctx, filter, doc, false)
 	return dbError("replace current row", err)
 }
 
@@ -373,9 +372,9 @@ func (s *Store) putCurrent(ctx context.Context, tenant, typ string, doc *storedD
 // which happens when a writer stopped between the two inserts.
 func (s *Store) repair(ctx context.Context, tenant, typ, id string) {
 	var h historyDoc
-	opts := options.FindOne().SetSort(bson.D{{Key: "vid", Value: -1}})
+	opts := &engine.FindOptions{Sort: bson.D{{Key: "vid", Value: -1}}}
 	filter := bson.D{{Key: "type", Value: typ}, {Key: "id", Value: id}}
-	if err := s.tenantDB(tenant).Collection(historyCollection).FindOne(ctx, filter, opts).Decode(&h); err != nil {
+	if err := engine.FindOneInto(ctx, s.tenantDB(tenant).Collection(historyCollection), filter, opts, &h); err != nil {
 		return
 	}
 	if pending, err := s.pendingTxns(ctx, tenant, []*historyDoc{&h}); err != nil || pending[h.Txn] {

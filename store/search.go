@@ -8,10 +8,9 @@ import (
 	"strings"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"fhirstore/search"
+	"fhirstore/store/engine"
 )
 
 // SearchPage is one page of search matches.
@@ -119,7 +118,7 @@ func (s *Store) matchingIDs(ctx context.Context, tenant string, q *search.Query)
 	if err != nil {
 		return nil, err
 	}
-	opts := options.Find().SetProjection(bson.D{{Key: "_id", Value: 1}, {Key: "idx", Value: 1}})
+	opts := &engine.FindOptions{Projection: bson.D{{Key: "_id", Value: 1}, {Key: "idx", Value: 1}}}
 	cur, err := s.tenantDB(tenant).Collection(q.Type).Find(ctx, filter, opts)
 	if err != nil {
 		return nil, dbError("search chain "+q.Type, err)
@@ -127,11 +126,11 @@ func (s *Store) matchingIDs(ctx context.Context, tenant string, q *search.Query)
 	defer cur.Close(ctx)
 	ids := []string{}
 	for cur.Next(ctx) {
-		idx, _ := cur.Current.Lookup("idx").DocumentOK()
+		idx, _ := cur.Current().Lookup("idx").DocumentOK()
 		if q.PostFilter != nil && !q.PostFilter(idx) {
 			continue
 		}
-		if id, ok := cur.Current.Lookup("_id").StringValueOK(); ok {
+		if id, ok := cur.Current().Lookup("_id").StringValueOK(); ok {
 			ids = append(ids, id)
 		}
 	}
@@ -149,7 +148,7 @@ func (s *Store) referencedIDs(ctx context.Context, tenant, typ string, h *search
 		return nil, err
 	}
 	field := "idx." + h.Param
-	cur, err := s.tenantDB(tenant).Collection(h.Type).Find(ctx, filter, options.Find().SetProjection(bson.D{{Key: field, Value: 1}}))
+	cur, err := s.tenantDB(tenant).Collection(h.Type).Find(ctx, filter, &engine.FindOptions{Projection: bson.D{{Key: field, Value: 1}}})
 	if err != nil {
 		return nil, dbError("search _has "+h.Type, err)
 	}
@@ -157,7 +156,7 @@ func (s *Store) referencedIDs(ctx context.Context, tenant, typ string, h *search
 	seen := map[string]bool{}
 	ids := []string{}
 	for cur.Next(ctx) {
-		refs, _ := cur.Current.Lookup("idx", h.Param).ArrayOK()
+		refs, _ := cur.Current().Lookup("idx", h.Param).ArrayOK()
 		vals, _ := refs.Values()
 		for _, v := range vals {
 			ref, ok := v.StringValueOK()
@@ -262,7 +261,7 @@ func after(filter bson.D, keys []sortField, c *searchCursor, backward bool) bson
 
 // searchRows reads up to Count+1 matching rows in order, dropping the false
 // positives the post-filter finds, reading on until the page is full.
-func (s *Store) searchRows(ctx context.Context, coll *mongo.Collection, q *search.Query, filter, order bson.D) ([]*searchDoc, error) {
+func (s *Store) searchRows(ctx context.Context, coll engine.Collection, q *search.Query, filter, order bson.D) ([]*searchDoc, error) {
 	want := q.Count + 1
 	var kept []*searchDoc
 	for skip := int64(0); ; {
@@ -270,16 +269,16 @@ func (s *Store) searchRows(ctx context.Context, coll *mongo.Collection, q *searc
 		if q.PostFilter != nil {
 			limit = max(limit, 50)
 		}
-		opts := options.Find().SetSort(order).SetSkip(skip).SetLimit(limit)
+		opts := &engine.FindOptions{Sort: order, Skip: skip, Limit: limit}
 		if q.PostFilter == nil && len(q.Includes) == 0 {
-			opts.SetProjection(bson.D{{Key: "idx", Value: 0}}) // idx is read only to check or follow it
+			opts.Projection = bson.D{{Key: "idx", Value: 0}} // idx is read only to check or follow it
 		}
 		cur, err := coll.Find(ctx, filter, opts)
 		if err != nil {
 			return nil, dbError("search "+q.Type, err)
 		}
 		var batch []*searchDoc
-		if err := cur.All(ctx, &batch); err != nil {
+		if err := engine.All(ctx, cur, &batch); err != nil {
 			return nil, dbError("search "+q.Type, err)
 		}
 		for _, d := range batch {
@@ -299,19 +298,19 @@ func (s *Store) searchRows(ctx context.Context, coll *mongo.Collection, q *searc
 
 // countMatches counts the matches; with a post-filter every candidate's
 // index values are read and checked.
-func (s *Store) countMatches(ctx context.Context, coll *mongo.Collection, q *search.Query, filter bson.D) (int64, error) {
+func (s *Store) countMatches(ctx context.Context, coll engine.Collection, q *search.Query, filter bson.D) (int64, error) {
 	if q.PostFilter == nil {
-		n, err := coll.CountDocuments(ctx, filter)
+		n, err := coll.Count(ctx, filter)
 		return n, dbError("count "+q.Type, err)
 	}
-	cur, err := coll.Find(ctx, filter, options.Find().SetProjection(bson.D{{Key: "idx", Value: 1}}))
+	cur, err := coll.Find(ctx, filter, &engine.FindOptions{Projection: bson.D{{Key: "idx", Value: 1}}})
 	if err != nil {
 		return 0, dbError("count "+q.Type, err)
 	}
 	defer cur.Close(ctx)
 	var n int64
 	for cur.Next(ctx) {
-		idx, _ := cur.Current.Lookup("idx").DocumentOK()
+		idx, _ := cur.Current().Lookup("idx").DocumentOK()
 		if q.PostFilter(idx) {
 			n++
 		}

@@ -1,26 +1,23 @@
-// Package store keeps FHIR resources in MongoDB: one database per tenant, the
-// current version of each resource in a collection per type, and every version
-// in the tenant's history collection.
+// Package store keeps FHIR resources: one database per tenant, the current
+// version of each resource in a collection per type, and every version in
+// the tenant's history collection. It talks to its database through the
+// seam of package engine, on the embedded SQLite engine or on MongoDB.
 package store
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/event"
-	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
-	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
-	"go.mongodb.org/mongo-driver/v2/x/mongo/driver"
 	"go.uber.org/zap"
 
 	"fhirstore/search"
 	"fhirstore/store/document"
+	"fhirstore/store/engine"
 )
 
 // Errors returned by Store methods; the HTTP layers map them to statuses.
@@ -90,18 +87,12 @@ type Options struct {
 	// EagerIndexTypes get their search indexes when a tenant is created;
 	// every other type gets them before its first document is written.
 	EagerIndexTypes []string
-	// SkipSearchIndexes leaves out the indexes on the idx.* search fields.
-	// The embedded engine answers every query with a scan and never uses
-	// them; there they would only slow down each write.
-	SkipSearchIndexes bool
 	// Logger receives store diagnostics.
 	Logger *zap.Logger
 	// Now is the clock; tests may replace it.
 	Now func() time.Time
-	// ServerSelectionTimeout bounds how long an operation waits for a
-	// reachable database (default 5s).
-	ServerSelectionTimeout time.Duration
-	// Monitor, when set, observes every database command (metrics, tests).
+	// Monitor, when set, observes every database command (metrics, tests),
+	// on any engine.
 	Monitor *event.CommandMonitor
 	// Exclusive declares that no other process writes the database, so the
 	// store may keep search results that only its own writes can change
@@ -119,9 +110,9 @@ type Options struct {
 
 // Store is a handle on the database; it is safe for concurrent use.
 type Store struct {
-	client *mongo.Client
-	opts   Options
-	log    *zap.Logger
+	eng  engine.Engine
+	opts Options
+	log  *zap.Logger
 	// indexed remembers the "tenant/type" collections whose search
 	// indexes this process has ensured.
 	indexed sync.Map
@@ -138,8 +129,9 @@ type Store struct {
 	rolledForward, rolledBack atomic.Int64
 }
 
-// Open connects to the MongoDB at uri and checks it answers.
-func Open(ctx context.Context, uri string, opts Options) (*Store, error) {
+// Open returns a store on eng, which it owns from then on (Close closes
+// it), and checks that the database answers.
+func Open(ctx context.Context, eng engine.Engine, opts Options) (*Store, error) {
 	if opts.DatabasePrefix == "" {
 		opts.DatabasePrefix = "fhirstore_"
 	}
@@ -161,72 +153,41 @@ func Open(ctx context.Context, uri string, opts Options) (*Store, error) {
 	if opts.LockLease == 0 {
 		opts.LockLease = 2 * time.Minute
 	}
-	if opts.ServerSelectionTimeout == 0 {
-		opts.ServerSelectionTimeout = 5 * time.Second
-	}
-	clientOpts := options.Client().ApplyURI(uri).
-		SetServerSelectionTimeout(opts.ServerSelectionTimeout).
-		SetConnectTimeout(opts.ServerSelectionTimeout).
-		SetAppName("fhirstore")
-	if opts.Monitor != nil {
-		clientOpts.SetMonitor(opts.Monitor)
-	}
-	client, err := mongo.Connect(clientOpts)
-	if err != nil {
-		return nil, fmt.Errorf("connect to MongoDB: %w", err)
-	}
-	s := &Store{client: client, opts: opts, log: opts.Logger}
+	s := &Store{eng: engine.Monitored(eng, opts.Monitor), opts: opts, log: opts.Logger}
 	if err := s.Ping(ctx); err != nil {
-		_ = client.Disconnect(context.WithoutCancel(ctx))
-		return nil, err
-	}
-	if err := s.ensureSystem(ctx); err != nil {
-		_ = client.Disconnect(context.WithoutCancel(ctx))
+		_ = eng.Close(context.WithoutCancel(ctx))
 		return nil, err
 	}
 	return s, nil
 }
 
-// Close disconnects from the database.
+// Engine names the database engine under the store ("sqlite", "mongodb").
+func (s *Store) Engine() string { return s.eng.Name() }
+
+// Close closes the database engine.
 func (s *Store) Close(ctx context.Context) error {
-	if err := s.client.Disconnect(ctx); err != nil {
-		return fmt.Errorf("disconnect from MongoDB: %w", err)
+	if err := s.eng.Close(ctx); err != nil {
+		return fmt.Errorf("close database: %w", err)
 	}
 	return nil
 }
 
 // Ping checks that the database answers.
 func (s *Store) Ping(ctx context.Context) error {
-	if err := s.client.Ping(ctx, readpref.Primary()); err != nil {
-		return fmt.Errorf("ping MongoDB: %w: %w", ErrUnavailable, err)
+	if err := s.eng.Ping(ctx); err != nil {
+		return fmt.Errorf("ping database: %w: %w", ErrUnavailable, err)
 	}
 	return nil
 }
 
-// dbError marks driver errors that mean the database is out of reach.
+// dbError adds op to a database error and marks those that mean the
+// database is out of reach (ErrUnavailable).
 func dbError(op string, err error) error {
 	if err == nil {
 		return nil
 	}
-	if mongo.IsNetworkError(err) || mongo.IsTimeout(err) || errors.Is(err, mongo.ErrClientDisconnected) ||
-		isServerSelection(err) || isPoolCleared(err) {
+	if errors.Is(err, engine.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("%s: %w: %w", op, ErrUnavailable, err)
 	}
 	return fmt.Errorf("%s: %w", op, err)
-}
-
-func isServerSelection(err error) bool {
-	var se mongo.ServerError
-	if errors.As(err, &se) {
-		return false
-	}
-	return errors.Is(err, context.DeadlineExceeded) || strings.Contains(err.Error(), "server selection error")
-}
-
-// isPoolCleared tells whether the driver refused an operation because a
-// network error on another connection cleared the pool: the database is out
-// of reach as surely as for a network error of its own.
-func isPoolCleared(err error) bool {
-	var pe driver.RetryablePoolError
-	return errors.As(err, &pe) && pe.Retryable()
 }

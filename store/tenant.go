@@ -9,9 +9,8 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
-	"go.uber.org/zap"
+
+	"fhirstore/store/engine"
 )
 
 // tenantName is a DNS label: it is the first label of the host name and
@@ -39,27 +38,12 @@ type Tenant struct {
 	CreatedAt time.Time `bson:"createdAt"`
 }
 
-func (s *Store) systemDB() *mongo.Database {
-	return s.client.Database(s.opts.DatabasePrefix + "system")
+func (s *Store) systemDB() engine.Database {
+	return s.eng.Database(s.opts.DatabasePrefix + "system")
 }
 
-func (s *Store) tenantDB(name string) *mongo.Database {
-	return s.client.Database(s.opts.DatabasePrefix + name)
-}
-
-func (s *Store) ensureSystem(ctx context.Context) error {
-	// Creating the collection up front lets other processes on the same
-	// embedded data dir see tenants they did not create.
-	err := s.systemDB().CreateCollection(ctx, "tenants")
-	if err != nil && !isNamespaceExists(err) {
-		return dbError("create tenant registry", err)
-	}
-	return nil
-}
-
-func isNamespaceExists(err error) bool {
-	var ce mongo.CommandError
-	return errors.As(err, &ce) && (ce.Code == 48 || ce.Name == "NamespaceExists")
+func (s *Store) tenantDB(name string) engine.Database {
+	return s.eng.Database(s.opts.DatabasePrefix + name)
 }
 
 // CreateTenant registers a tenant and prepares its database. A new tenant
@@ -81,8 +65,8 @@ func (s *Store) CreateTenant(ctx context.Context, name string) error {
 	}
 	s.forgetIndexes(name)
 	s.matches.forget(name)
-	_, err = s.systemDB().Collection("tenants").InsertOne(ctx, Tenant{Name: name, CreatedAt: s.opts.Now().UTC()})
-	if mongo.IsDuplicateKeyError(err) {
+	err = s.systemDB().Collection("tenants").InsertOne(ctx, Tenant{Name: name, CreatedAt: s.opts.Now().UTC()})
+	if engine.IsDuplicateKey(err) {
 		return fmt.Errorf("create tenant %s: %w", name, ErrTenantExists)
 	}
 	if err != nil {
@@ -105,8 +89,8 @@ func (s *Store) TenantExists(ctx context.Context, name string) (bool, error) {
 	if ValidateTenantName(name) != nil {
 		return false, nil
 	}
-	err := s.systemDB().Collection("tenants").FindOne(ctx, bson.D{{Key: "_id", Value: name}}).Err()
-	if errors.Is(err, mongo.ErrNoDocuments) {
+	_, err := s.systemDB().Collection("tenants").FindOne(ctx, bson.D{{Key: "_id", Value: name}}, nil)
+	if errors.Is(err, engine.ErrNoDocuments) {
 		return false, nil
 	}
 	if err != nil {
@@ -117,12 +101,12 @@ func (s *Store) TenantExists(ctx context.Context, name string) (bool, error) {
 
 // ListTenants returns every tenant sorted by name.
 func (s *Store) ListTenants(ctx context.Context) ([]Tenant, error) {
-	cur, err := s.systemDB().Collection("tenants").Find(ctx, bson.D{}, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}))
+	cur, err := s.systemDB().Collection("tenants").Find(ctx, bson.D{}, &engine.FindOptions{Sort: bson.D{{Key: "_id", Value: 1}}})
 	if err != nil {
 		return nil, dbError("list tenants", err)
 	}
 	var out []Tenant
-	if err := cur.All(ctx, &out); err != nil {
+	if err := engine.All(ctx, cur, &out); err != nil {
 		return nil, dbError("list tenants", err)
 	}
 	return out, nil
@@ -133,11 +117,11 @@ func (s *Store) DeleteTenant(ctx context.Context, name string) error {
 	if err := ValidateTenantName(name); err != nil {
 		return err
 	}
-	res, err := s.systemDB().Collection("tenants").DeleteOne(ctx, bson.D{{Key: "_id", Value: name}})
+	n, err := s.systemDB().Collection("tenants").DeleteOne(ctx, bson.D{{Key: "_id", Value: name}})
 	if err != nil {
 		return dbError("delete tenant "+name, err)
 	}
-	if res.DeletedCount == 0 {
+	if n == 0 {
 		return fmt.Errorf("delete tenant %s: %w", name, ErrTenantNotFound)
 	}
 	// A tenant created again under the name must not inherit its clients.
@@ -163,28 +147,13 @@ var historyIndexes = []struct {
 	{"type_lastUpdated_id", bson.D{{Key: "type", Value: 1}, {Key: "lastUpdated", Value: -1}, {Key: "_id", Value: -1}}},
 }
 
-// ensureTenantIndexes creates the missing history indexes. It asks first:
-// the embedded engine fails when asked to create an index that exists.
+// ensureTenantIndexes creates the missing history indexes.
 func (s *Store) ensureTenantIndexes(ctx context.Context, name string) error {
-	iv := s.tenantDB(name).Collection(historyCollection).Indexes()
-	have := map[string]bool{}
-	specs, err := iv.ListSpecifications(ctx)
-	if err != nil && !isNamespaceNotFound(err) {
-		return dbError("list history indexes of tenant "+name, err)
+	indexes := make([]engine.Index, len(historyIndexes))
+	for i, ix := range historyIndexes {
+		indexes[i] = engine.Index{Name: ix.name, Keys: ix.keys}
 	}
-	for _, sp := range specs {
-		have[sp.Name] = true
-	}
-	var models []mongo.IndexModel
-	for _, ix := range historyIndexes {
-		if !have[ix.name] {
-			models = append(models, mongo.IndexModel{Keys: ix.keys, Options: options.Index().SetName(ix.name)})
-		}
-	}
-	if len(models) == 0 {
-		return nil
-	}
-	if _, err := iv.CreateMany(ctx, models); err != nil {
+	if err := s.tenantDB(name).Collection(historyCollection).CreateIndexes(ctx, indexes); err != nil {
 		return dbError("create history indexes of tenant "+name, err)
 	}
 	for _, typ := range s.opts.EagerIndexTypes {
@@ -195,11 +164,6 @@ func (s *Store) ensureTenantIndexes(ctx context.Context, name string) error {
 	return nil
 }
 
-func isNamespaceNotFound(err error) bool {
-	var ce mongo.CommandError
-	return errors.As(err, &ce) && (ce.Code == 26 || ce.Name == "NamespaceNotFound")
-}
-
 // ownerID is the document naming the process that serves this database.
 const ownerID = "owner"
 
@@ -207,7 +171,7 @@ const ownerID = "owner"
 // that other processes can tell it from another database at the same address.
 func (s *Store) SetOwner(ctx context.Context, token string) error {
 	_, err := s.systemDB().Collection("instance").ReplaceOne(ctx, bson.D{{Key: "_id", Value: ownerID}},
-		bson.D{{Key: "_id", Value: ownerID}, {Key: "token", Value: token}}, options.Replace().SetUpsert(true))
+		bson.D{{Key: "_id", Value: ownerID}, {Key: "token", Value: token}}, true)
 	return dbError("record database owner", err)
 }
 
@@ -216,8 +180,9 @@ func (s *Store) Owner(ctx context.Context) (string, error) {
 	var doc struct {
 		Token string `bson:"token"`
 	}
-	err := s.systemDB().Collection("instance").FindOne(ctx, bson.D{{Key: "_id", Value: ownerID}}).Decode(&doc)
-	if errors.Is(err, mongo.ErrNoDocuments) {
+	raw, err := s.systemDB().Collection("instance").FindOne(ctx, bson.D{{Key: "_id", Value: ownerID}}, nil)
+	err = engine.Decode(raw, err, &doc)
+	if errors.Is(err, engine.ErrNoDocuments) {
 		return "", nil
 	}
 	return doc.Token, dbError("read database owner", err)
@@ -227,7 +192,7 @@ func (s *Store) Owner(ctx context.Context) (string, error) {
 // type's collection, once per process and collection.
 func (s *Store) ensureSearchIndexes(ctx context.Context, tenant, typ string) error {
 	key := tenant + "/" + typ
-	if s.opts.Registry == nil || s.opts.SkipSearchIndexes {
+	if s.opts.Registry == nil {
 		return nil
 	}
 	if _, done := s.indexed.Load(key); done {
@@ -238,49 +203,15 @@ func (s *Store) ensureSearchIndexes(ctx context.Context, tenant, typ string) err
 	if _, done := s.indexed.Load(key); done {
 		return nil
 	}
-	iv := s.tenantDB(tenant).Collection(typ).Indexes()
-	specs, err := iv.ListSpecifications(ctx)
-	if err != nil && !isNamespaceNotFound(err) {
-		return dbError("list search indexes of "+key, err)
-	}
-	have := map[string]bool{}
-	for _, sp := range specs {
-		have[sp.Name] = true
-	}
-	var models []mongo.IndexModel
+	var indexes []engine.Index
 	for _, field := range s.opts.Registry.IndexFields(typ) {
-		if name := field + "_1"; !have[name] {
-			models = append(models, mongo.IndexModel{Keys: bson.D{{Key: field, Value: 1}}, Options: options.Index().SetName(name)})
-		}
+		indexes = append(indexes, engine.Index{Name: field + "_1", Keys: bson.D{{Key: field, Value: 1}}})
 	}
-	if len(models) > 0 {
-		if err := s.createIndexes(ctx, s.tenantDB(tenant).Collection(typ), models); err != nil {
-			return dbError("create search indexes of "+key, err)
-		}
+	if err := s.tenantDB(tenant).Collection(typ).CreateIndexes(ctx, indexes); err != nil {
+		return dbError("create search indexes of "+key, err)
 	}
 	s.indexed.Store(key, true)
 	return nil
-}
-
-// createIndexes creates models on coll. The embedded engine can be left
-// with an index its catalogue does not know when a process dies while
-// creating it, and then refuses to create it again; a collection that holds
-// no documents yet is dropped and its indexes created afresh.
-func (s *Store) createIndexes(ctx context.Context, coll *mongo.Collection, models []mongo.IndexModel) error {
-	_, err := coll.Indexes().CreateMany(ctx, models)
-	if err == nil || !strings.Contains(err.Error(), "already exists") {
-		return err
-	}
-	n, cerr := coll.CountDocuments(ctx, bson.D{})
-	if cerr != nil || n > 0 {
-		return err
-	}
-	s.log.Warn("recreating an empty collection with a half-created index", zap.String("collection", coll.Database().Name()+"."+coll.Name()), zap.Error(err))
-	if derr := coll.Drop(ctx); derr != nil {
-		return fmt.Errorf("%w (drop to recreate: %w)", err, derr)
-	}
-	_, err = coll.Indexes().CreateMany(ctx, models)
-	return err
 }
 
 // forgetIndexes drops what this process remembers of a tenant's indexes.
@@ -295,13 +226,9 @@ func (s *Store) forgetIndexes(tenant string) {
 
 // IndexNames lists the names of the indexes of a type's collection.
 func (s *Store) IndexNames(ctx context.Context, tenant, typ string) ([]string, error) {
-	specs, err := s.tenantDB(tenant).Collection(typ).Indexes().ListSpecifications(ctx)
-	if err != nil && !isNamespaceNotFound(err) {
+	names, err := s.tenantDB(tenant).Collection(typ).IndexNames(ctx)
+	if err != nil {
 		return nil, dbError("list indexes of "+tenant+"/"+typ, err)
-	}
-	names := make([]string, 0, len(specs))
-	for _, sp := range specs {
-		names = append(names, sp.Name)
 	}
 	return names, nil
 }

@@ -8,7 +8,8 @@ import (
 
 	"github.com/google/uuid"
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"fhirstore/store/engine"
 )
 
 // Op is one write of a transaction.
@@ -291,13 +292,13 @@ func (t *txn) checkCurrent(o *txnOp) error {
 // currentRows reads the current rows of ids of one type.
 func (s *Store) currentRows(ctx context.Context, tenant, typ string, ids []string) ([]*storedDoc, error) {
 	filter := bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}}
-	noIndex := options.Find().SetProjection(bson.D{{Key: "idx", Value: 0}, {Key: "sort", Value: 0}})
+	noIndex := &engine.FindOptions{Projection: bson.D{{Key: "idx", Value: 0}, {Key: "sort", Value: 0}}}
 	cur, err := s.tenantDB(tenant).Collection(typ).Find(ctx, filter, noIndex)
 	if err != nil {
 		return nil, dbError("find current versions", err)
 	}
 	var docs []*storedDoc
-	if err := cur.All(ctx, &docs); err != nil {
+	if err := engine.All(ctx, cur, &docs); err != nil {
 		return nil, dbError("find current versions", err)
 	}
 	return docs, nil

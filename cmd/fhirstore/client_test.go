@@ -82,19 +82,20 @@ func TestClientCommandsWhileServing(t *testing.T) {
 		t.Fatal("client list shows the secret")
 	}
 
-	// The same through the database URI, as with FHIRSTORE_MONGODB_URI.
-	raw, err := os.ReadFile(filepath.Join(dir, embeddedURIFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	uri, _, _ := strings.Cut(string(raw), "\n")
+	// The same for a server on MongoDB (FerretDB here), the commands given
+	// its URI as with FHIRSTORE_MONGODB_URI.
+	uri := startFerretDB(t, t.TempDir())
+	ms := startServer(t, "serve", "--addr", "127.0.0.1:0", "--data-dir", t.TempDir(), "--mongodb-uri", uri)
 	mustRun(t, "tenant", "create", "acme", "--mongodb-uri", uri)
 	id2, secret2 := createClient(t, "--tenant", "acme", "--scope", "system/*.*", "--mongodb-uri", uri)
-	if status, _ := requestToken(t, s, "acme", id2, secret2, "system/*.*"); status != http.StatusOK {
+	if status, _ := requestToken(t, ms, "acme", id2, secret2, "system/*.*"); status != http.StatusOK {
 		t.Fatalf("token request of a client created by MongoDB URI: %d", status)
 	}
-	if status, _ := requestToken(t, s, "demo", id2, secret2, "system/*.*"); status != http.StatusUnauthorized {
+	if status, _ := requestToken(t, ms, "demo", id2, secret2, "system/*.*"); status != http.StatusUnauthorized {
 		t.Fatalf("an acme client on the demo host: %d, want 401", status)
+	}
+	if status, _ := requestToken(t, s, "acme", id2, secret2, "system/*.*"); status != http.StatusUnauthorized {
+		t.Fatalf("a client of the MongoDB database on the embedded one's server: %d, want 401", status)
 	}
 
 	if got := mustRun(t, "client", "delete", id, "--data-dir", dir); got != "deleted client "+id+"\n" {

@@ -13,6 +13,7 @@ var commands = []struct{ name, does string }{
 	{"tenant", "create, list or delete tenants"},
 	{"client", "create, list or delete OAuth clients of /oauth2/token"},
 	{"load", "load FHIR Bundles and ndjson files into a server"},
+	{"migrate", "move a data dir of the previous embedded engine (FerretDB) into the indexed one"},
 }
 
 // examples are printed by COMMAND -h after the flags; each is a command
@@ -36,6 +37,10 @@ var examples = map[string][]string{
 		"fhirstore tenant list --data-dir ./data",
 		"fhirstore tenant delete acme --data-dir ./data      # drops all of acme's data",
 		"fhirstore tenant list --mongodb-uri 'mongodb://db1,db2,db3/?replicaSet=rs0'",
+	},
+	"migrate": {
+		"fhirstore migrate --data-dir ./data",
+		"    copies ./data/db (FerretDB, fhirstore before its indexed engine) into ./data/sqlite; stop the server first",
 	},
 	"client": {
 		"fhirstore client create --data-dir ./data --tenant demo --scope 'system/*.read' --name reporting",

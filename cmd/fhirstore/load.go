@@ -26,6 +26,7 @@ import (
 	"fhirstore/server"
 	"fhirstore/server/auth"
 	"fhirstore/store"
+	"fhirstore/store/schemacheck"
 )
 
 // loadFlags are the settings of the load command.
@@ -196,16 +197,15 @@ func (l *loader) connectDirect(ctx context.Context, cfg *config, stderr io.Write
 	if err != nil {
 		return nil, err
 	}
-	so := storeOptions{validate: server.StoreValidator(validator), registry: registry, eagerIndexTypes: specTypes}
-	db, err := openDatabase(ctx, cfg.str("mongodb-uri"), dataDir, true, so, logger)
+	so := storeOptions{validate: schemacheck.Validator(validator), registry: registry, eagerIndexTypes: specTypes}
+	// The server keeps state about its database that writes behind its back
+	// would make stale: a direct load must be the data dir's only writer.
+	db, err := openDatabase(ctx, cfg.str("mongodb-uri"), dataDir, false, so, logger)
+	if errors.Is(err, errInUse) {
+		return nil, fmt.Errorf("a fhirstore server is running on data dir %s; load through it without --direct, or stop it first", dataDir)
+	}
 	if err != nil {
 		return nil, err
-	}
-	if db.embedded == nil && cfg.str("mongodb-uri") == "" {
-		// The server keeps state about its database that writes behind its
-		// back would make stale.
-		db.close()
-		return nil, fmt.Errorf("a fhirstore server is running on data dir %s; load through it without --direct, or stop it first", dataDir)
 	}
 	if err := db.store.EnsureTenant(ctx, tenant); err != nil {
 		db.close()

@@ -309,9 +309,10 @@ func TestLoadDirectWithoutServer(t *testing.T) {
 	if sum := parseSummary(t, out); sum.ok != 3 || sum.resources != entries {
 		t.Fatalf("summary: want 3 files and %d resources\n%s", entries, out)
 	}
-	if _, err := os.Stat(filepath.Join(dataDir, embeddedURIFile)); !os.IsNotExist(err) {
-		t.Fatalf("load --direct left %s behind: %v", embeddedURIFile, err)
+	if dataDirLocked(t, dataDir) {
+		t.Fatal("load --direct left the data dir locked")
 	}
+	wantAbsent(t, dataDir, embeddedURIFile)
 
 	// A later reader through the same handler stack finds the patient in
 	// the tenant the load created.
@@ -326,6 +327,14 @@ func TestLoadDirectWithoutServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer closeDB()
+	// While a direct load writes, it is the data dir's only writer: no
+	// server starts on it, no second direct load either; one-shot
+	// commands still work.
+	wantFail(t, "is in use by a running fhirstore", "serve", "--addr", "127.0.0.1:0", "--data-dir", dataDir)
+	wantFail(t, "without --direct", "load", "--direct", "--data-dir", dataDir, writeTemp(t, "p.ndjson", ndjsonPatients("p1")))
+	if got := tenantList(t, dataDir); strings.Join(got, ",") != "acme" {
+		t.Fatalf("tenant list next to a direct load: %q, want acme", got)
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, l.base+"/Patient?family="+family, nil)
 	if err != nil {
 		t.Fatal(err)

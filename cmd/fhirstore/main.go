@@ -5,6 +5,7 @@
 //	fhirstore tenant create|list|delete  manage tenants
 //	fhirstore client create|list|delete  manage OAuth clients of /oauth2/token
 //	fhirstore load [flags] PATH...       load Bundles and ndjson files
+//	fhirstore migrate --data-dir DIR     move a data dir of the previous embedded engine into the indexed one
 package main
 
 import (
@@ -61,6 +62,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return load(ctx, args, stdout, stderr)
 	case "client":
 		return client(ctx, args, stdout, stderr)
+	case "migrate":
+		return migrate(ctx, args, stdout, stderr)
 	default:
 		return errUnknownCommand(cmd)
 	}

@@ -57,7 +57,8 @@ func listeningAddr(log string) string {
 	return ""
 }
 
-// server is a `fhirstore serve` running in-process.
+// testServer is a `fhirstore serve` running in-process (startServer) or in
+// a process of its own (startServerProcess).
 type testServer struct {
 	addr, port     string
 	stdout, stderr *syncBuffer
@@ -74,6 +75,14 @@ func startServer(t *testing.T, args ...string) *testServer {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &testServer{stdout: &syncBuffer{}, stderr: &syncBuffer{}, cancel: cancel, done: make(chan error, 1)}
 	go func() { s.done <- run(ctx, args, s.stdout, s.stderr) }()
+	s.await(t, args)
+	return s
+}
+
+// await registers the server's stop at the end of the test and waits
+// until it logs "listening" and has printed its banner.
+func (s *testServer) await(t *testing.T, args []string) {
+	t.Helper()
 	t.Cleanup(func() {
 		if err := s.stop(); err != nil {
 			t.Errorf("serve %q ended with %v", args, err)
@@ -107,7 +116,6 @@ func startServer(t *testing.T, args ...string) *testServer {
 	if n := strings.Count(s.stderr.String(), `"listening"`); n != 1 {
 		t.Fatalf("%d listening lines, want 1:\n%s", n, s.stderr)
 	}
-	return s
 }
 
 // stop cancels the server's context (as SIGTERM does) and waits for run to return.
@@ -324,17 +332,20 @@ func TestServeCreatesReadsAndKeepsDataAcrossRestart(t *testing.T) {
 	if r := call(t, http.MethodGet, s.url("/fhir/r4/Patient/"+id), tenantHost, "", ""); r.status != http.StatusUnauthorized {
 		t.Fatalf("read without token: %d, want 401", r.status)
 	}
+	if !dataDirLocked(t, dir) {
+		t.Fatal("a running server does not hold its data dir's lock")
+	}
 
-	// Graceful shutdown: run returns nil, the log says so, the announcement
-	// of the embedded database is withdrawn and the port is closed.
+	// Graceful shutdown: run returns nil, the log says so, the data dir's
+	// lock is given up and the port is closed.
 	if err := s.stop(); err != nil {
 		t.Fatalf("shutdown: %v", err)
 	}
 	if log := s.stderr.String(); !strings.Contains(log, `"stopped"`) {
 		t.Fatalf("no stopped line after shutdown:\n%s", log)
 	}
-	if _, err := os.Stat(filepath.Join(dir, embeddedURIFile)); !os.IsNotExist(err) {
-		t.Fatalf("%s left behind after shutdown: %v", embeddedURIFile, err)
+	if dataDirLocked(t, dir) {
+		t.Fatal("the data dir is still locked after shutdown")
 	}
 	if c, err := net.DialTimeout("tcp", s.addr, time.Second); err == nil {
 		c.Close()
@@ -430,9 +441,10 @@ func TestTenantCommandsWithoutServer(t *testing.T) {
 	if got := tenantList(t, dir); strings.Join(got, ",") != "clinic" {
 		t.Fatalf("list after delete: %q, want clinic", got)
 	}
-	if _, err := os.Stat(filepath.Join(dir, embeddedURIFile)); !os.IsNotExist(err) {
-		t.Fatalf("a one-shot tenant command left %s behind: %v", embeddedURIFile, err)
-	}
+	// One-shot commands keep their data in the indexed engine's files and
+	// leave no lock or announcement behind.
+	wantPresent(t, dir, sqliteDir)
+	wantAbsent(t, dir, "server.lock", embeddedURIFile, legacyDir)
 
 	// A server started later on the data dir serves the tenant created offline.
 	s := startServer(t, "serve", "--addr", "127.0.0.1:0", "--data-dir", dir)
@@ -445,9 +457,8 @@ func TestTenantCommandsWithoutServer(t *testing.T) {
 func TestTenantCommandsWhileServing(t *testing.T) {
 	dir := t.TempDir()
 	s := startServer(t, "serve", "--addr", "127.0.0.1:0", "--data-dir", dir)
-	uriBefore, err := os.ReadFile(filepath.Join(dir, embeddedURIFile))
-	if err != nil {
-		t.Fatalf("a serving data dir has no %s: %v", embeddedURIFile, err)
+	if !dataDirLocked(t, dir) {
+		t.Fatal("a serving data dir is not locked")
 	}
 
 	if got := mustRun(t, "tenant", "create", "acme", "--data-dir", dir); got != "created tenant acme\n" {
@@ -476,14 +487,13 @@ func TestTenantCommandsWhileServing(t *testing.T) {
 		t.Fatalf("read of a Patient of a deleted tenant: %d %s, want 404", r.status, r.body)
 	}
 
-	// The commands used the server's database and left its announcement alone.
-	uriAfter, err := os.ReadFile(filepath.Join(dir, embeddedURIFile))
-	if err != nil || !bytes.Equal(uriBefore, uriAfter) {
-		t.Fatalf("%s changed by tenant commands: %q -> %q (%v)", embeddedURIFile, uriBefore, uriAfter, err)
+	// The commands wrote into the server's files, next to it: the server
+	// still holds the data dir, and no other database was made.
+	if !dataDirLocked(t, dir) {
+		t.Fatal("the server lost its data dir's lock to tenant commands")
 	}
-	if _, err := os.Stat(filepath.Join(dir, "db")); err != nil {
-		t.Fatal(err)
-	}
+	wantPresent(t, dir, sqliteDir)
+	wantAbsent(t, dir, embeddedURIFile, legacyDir)
 	if r := call(t, http.MethodGet, s.url("/readyz"), "", "", ""); r.status != http.StatusOK {
 		t.Fatalf("readyz after tenant commands: %d %s", r.status, r.body)
 	}
@@ -515,9 +525,12 @@ func TestRecreatedTenantStartsEmpty(t *testing.T) {
 	}
 }
 
+// TestStaleAnnouncementIsIgnored: a server of a legacy data dir (FerretDB,
+// announced in embedded-db.uri) killed with SIGKILL leaves its announcement
+// behind; nothing answers there. (A data dir of the indexed engine has no
+// announcement: see TestServerKilledWithSIGKILLLeavesTheDataDirUsable.)
 func TestStaleAnnouncementIsIgnored(t *testing.T) {
-	// A server killed with SIGKILL leaves its embedded-db.uri behind; nothing answers there.
-	dir := t.TempDir()
+	dir := legacyDataDir(t, nil)
 	if err := os.WriteFile(filepath.Join(dir, embeddedURIFile), []byte("mongodb://127.0.0.1:1/\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -549,15 +562,25 @@ func TestSecondServeOnSameDataDirFails(t *testing.T) {
 	if strings.Contains(errb.String(), "listening") || out.String() != "" {
 		t.Fatalf("second serve announced itself:\nstdout %q\nstderr %q", out.String(), errb.String())
 	}
-	// The first one is unharmed and still discoverable.
+	// The first one is unharmed and still holds the data dir.
 	if r := call(t, http.MethodGet, s.url("/readyz"), "", "", ""); r.status != http.StatusOK {
 		t.Fatalf("first server after the second failed: %d %s", r.status, r.body)
 	}
-	if _, err := os.Stat(filepath.Join(dir, embeddedURIFile)); err != nil {
-		t.Fatalf("first server's %s gone: %v", embeddedURIFile, err)
+	if !dataDirLocked(t, dir) {
+		t.Fatal("the first server lost its data dir's lock to the second")
 	}
 	mustRun(t, "tenant", "create", "acme", "--data-dir", dir)
-	createPatient(t, s, "acme.localhost:"+s.port, tokenFor(t, dir, "acme"), "Still")
+	tok := tokenFor(t, dir, "acme")
+	id := createPatient(t, s, "acme.localhost:"+s.port, tok, "Still")
+
+	// Once the first one stopped, a server starts on the data dir.
+	if err := s.stop(); err != nil {
+		t.Fatal(err)
+	}
+	s2 := startServer(t, "serve", "--addr", "127.0.0.1:0", "--data-dir", dir)
+	if got := readFamily(t, s2, "acme.localhost:"+s2.port, tok, id); got != "Still" {
+		t.Fatalf("family %q on the server started after the first stopped", got)
+	}
 }
 
 func TestBadInvocationsFailWithOneLine(t *testing.T) {
@@ -593,9 +616,11 @@ func TestBadInvocationsFailWithOneLine(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { wantFail(t, c.want, c.args...) })
 	}
-	if _, err := os.Stat(filepath.Join(dir, embeddedURIFile)); !os.IsNotExist(err) {
-		t.Fatalf("a failed serve left %s behind: %v", embeddedURIFile, err)
+	// "bad addr" opened the database before it failed: it gave the lock up.
+	if dataDirLocked(t, dir) {
+		t.Fatal("a failed serve left the data dir locked")
 	}
+	wantAbsent(t, dir, embeddedURIFile)
 }
 
 func TestUnreachableMongoDBFails(t *testing.T) {
@@ -631,11 +656,12 @@ func TestEnvironmentVariables(t *testing.T) {
 	if base := "http://clinic.example.test:" + s.port + "/fhir/r4"; !strings.Contains(s.stdout.String(), base) {
 		t.Fatalf("banner lacks %s:\n%s", base, s.stdout)
 	}
-	for _, f := range []string{"dev-signing.key", embeddedURIFile, "db"} {
+	for _, f := range []string{"dev-signing.key", sqliteDir, "server.lock"} {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
 			t.Fatalf("FHIRSTORE_DATA_DIR not used: %v", err)
 		}
 	}
+	wantAbsent(t, dir, legacyDir, embeddedURIFile) // a new data dir gets the indexed engine only
 	// token and tenant honour FHIRSTORE_DATA_DIR as well.
 	tok := strings.TrimSpace(mustRun(t, "token", "--tenant", "clinic"))
 	if got := strings.Join(strings.Fields(mustRun(t, "tenant", "list")), ","); got != "clinic" {
@@ -802,9 +828,10 @@ func TestBinary(t *testing.T) {
 }
 
 // TestAnnouncementOfAnotherDataDirIsIgnored: an embedded-db.uri copied from
-// a data dir whose server runs names a database that is not this dir's.
+// a legacy data dir whose server runs names a database that is not this
+// dir's.
 func TestAnnouncementOfAnotherDataDirIsIgnored(t *testing.T) {
-	a, b := t.TempDir(), t.TempDir()
+	a, b := legacyDataDir(t, nil), legacyDataDir(t, nil)
 	startServer(t, "serve", "--addr", "127.0.0.1:0", "--data-dir", a)
 	mustRun(t, "tenant", "create", "only-in-a", "--data-dir", a)
 	announcement, err := os.ReadFile(filepath.Join(a, embeddedURIFile))

@@ -21,6 +21,7 @@ import (
 	"fhirstore/server"
 	"fhirstore/server/auth"
 	"fhirstore/store"
+	"fhirstore/store/schemacheck"
 )
 
 // specTypes are the resource types of the service contract: their search
@@ -104,7 +105,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	db, err := openDatabase(ctx, cfg.str("mongodb-uri"), dataDir, false, storeOptions{validate: server.StoreValidator(validator), registry: registry, eagerIndexTypes: specTypes, monitor: metrics.CommandMonitor()}, logger)
+	db, err := openDatabase(ctx, cfg.str("mongodb-uri"), dataDir, false, storeOptions{validate: schemacheck.Validator(validator), registry: registry, eagerIndexTypes: specTypes, monitor: metrics.CommandMonitor()}, logger)
 	if err != nil {
 		return err
 	}
@@ -144,7 +145,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	errc := make(chan error, 1)
 	go func() { errc <- httpSrv.Serve(ln) }()
 	go sweepTransactions(ctx, db.store, recoveryAge, logger)
-	lifecycle.Info("listening", zap.String("addr", ln.Addr().String()), zap.Bool("embedded_db", db.embedded != nil))
+	lifecycle.Info("listening", zap.String("addr", ln.Addr().String()), zap.String("engine", engineOf(db)))
 	if err := printBanner(stdout, ln.Addr(), srvCfg, verifier.Dev); err != nil {
 		logger.Warn("print start-up banner", zap.Error(err))
 	}
@@ -226,7 +227,7 @@ func newLogger(level string, w io.Writer) (*zap.Logger, error) {
 // transaction in it is an orphan; on a shared MongoDB only those older than
 // age are, the others may belong to a live server.
 func recoverTransactions(ctx context.Context, db *database, age time.Duration, logger *zap.Logger) error {
-	if db.embedded != nil {
+	if db.owned {
 		age = 0
 	}
 	r, err := db.store.Recover(ctx, age)

@@ -1,5 +1,8 @@
-// Package storetest gives tests a database: the MongoDB named by
-// FHIRSTORE_TEST_MONGODB_URI, or an embedded one on a temporary directory.
+// Package storetest gives tests a database engine: by default the embedded
+// SQLite engine on a temporary directory; with FHIRSTORE_TEST_ENGINE=ferretdb
+// the mongodb engine on an in-process FerretDB (the wire-compatible stand-in
+// for MongoDB); with FHIRSTORE_TEST_MONGODB_URI the mongodb engine on that
+// server.
 package storetest
 
 import (
@@ -14,17 +17,31 @@ import (
 
 	"fhirstore/fhirschema"
 	"fhirstore/search"
-	"fhirstore/server"
 	"fhirstore/store"
-	"fhirstore/store/embedded"
+	"fhirstore/store/engine"
+	"fhirstore/store/engine/mongodb"
+	"fhirstore/store/engine/sqlite"
+	"fhirstore/store/ferretdb"
+	"fhirstore/store/schemacheck"
 )
 
-// EnvURI names the variable that points the tests at an external MongoDB.
-const EnvURI = "FHIRSTORE_TEST_MONGODB_URI"
+// Environment variables that choose the engine under test.
+const (
+	// EnvURI points the tests at an external MongoDB.
+	EnvURI = "FHIRSTORE_TEST_MONGODB_URI"
+	// EnvEngine is "sqlite" (the default) or "ferretdb".
+	EnvEngine = "FHIRSTORE_TEST_ENGINE"
+)
 
 // DB is a database for one test binary.
 type DB struct {
-	URI       string
+	// Kind is the engine under test: "sqlite" or "mongodb".
+	Kind string
+	// URI is the MongoDB connection string when Kind is "mongodb".
+	URI string
+	// Dir holds the SQLite files when Kind is "sqlite".
+	Dir       string
+	shared    engine.Engine
 	stop      func()
 	seq       atomic.Int64
 	run       string
@@ -32,8 +49,8 @@ type DB struct {
 	registry  *search.Registry
 }
 
-// Start returns the external database when EnvURI is set, otherwise starts an
-// embedded one in a temporary directory. Call Close when the tests are done.
+// Start returns the engine the environment asks for, on a temporary
+// directory when it keeps files. Call Close when the tests are done.
 func Start(ctx context.Context) (*DB, error) {
 	run := fmt.Sprintf("t%d", time.Now().UnixNano()%1_000_000_000)
 	if os.Getenv(EnvURI) != "" {
@@ -53,9 +70,9 @@ func Start(ctx context.Context) (*DB, error) {
 	return d, nil
 }
 
-// StartAt is Start on the embedded database files in dir, which are kept
-// on Close, with database names prefixed by run: a later process (or the
-// same one after a crash) finds the same data with the same arguments.
+// StartAt is Start on the database files in dir, which are kept on Close,
+// with database names prefixed by run: a later process (or the same one
+// after a crash) finds the same data with the same arguments.
 func StartAt(ctx context.Context, dir, run string) (*DB, error) {
 	v, err := fhirschema.NewValidator()
 	if err != nil {
@@ -65,22 +82,35 @@ func StartAt(ctx context.Context, dir, run string) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	if uri := os.Getenv(EnvURI); uri != "" {
-		return &DB{URI: uri, stop: func() {}, run: run, validator: v, registry: reg}, nil
+	d := &DB{run: run, validator: v, registry: reg, stop: func() {}}
+	switch kind := os.Getenv(EnvEngine); {
+	case os.Getenv(EnvURI) != "":
+		d.Kind, d.URI = "mongodb", os.Getenv(EnvURI)
+	case kind == "ferretdb":
+		srv, err := ferretdb.Start(ctx, dir, nil)
+		if err != nil {
+			return nil, err
+		}
+		d.Kind, d.URI = "mongodb", srv.URI()
+		d.stop = func() {
+			sctx, cancel := context.WithTimeout(context.Background(), ferretdb.StopTimeout)
+			defer cancel()
+			_ = srv.Stop(sctx)
+		}
+	case kind == "" || kind == "sqlite":
+		eng, err := sqlite.Open(ctx, dir, sqlite.Options{})
+		if err != nil {
+			return nil, err
+		}
+		d.Kind, d.Dir, d.shared = "sqlite", dir, eng
+		d.stop = func() { _ = eng.Close(context.Background()) }
+	default:
+		return nil, fmt.Errorf("%s=%q: use sqlite or ferretdb", EnvEngine, kind)
 	}
-	srv, err := embedded.Start(ctx, dir, nil)
-	if err != nil {
-		return nil, err
-	}
-	stop := func() {
-		sctx, cancel := context.WithTimeout(context.Background(), embedded.StopTimeout)
-		defer cancel()
-		_ = srv.Stop(sctx)
-	}
-	return &DB{URI: srv.URI(), stop: stop, run: run, validator: v, registry: reg}, nil
+	return d, nil
 }
 
-// Close stops an embedded database (removing the files Start created).
+// Close stops the engine (removing the files Start created).
 func (d *DB) Close() { d.stop() }
 
 // Options are the store options the product uses, schema validation
@@ -90,7 +120,7 @@ func (d *DB) Options() store.Options {
 	return store.Options{
 		DatabasePrefix: "fhirstore_test_" + d.run + "_",
 		ResourceTypes:  fhirschema.IsResourceType,
-		Validate:       server.StoreValidator(d.validator),
+		Validate:       schemacheck.Validator(d.validator),
 		Registry:       d.registry,
 		Logger:         zap.NewNop(),
 	}
@@ -99,10 +129,29 @@ func (d *DB) Options() store.Options {
 // Registry is the search parameter registry the store indexes with.
 func (d *DB) Registry() *search.Registry { return d.registry }
 
+// Engine returns an engine on the test database for one store. SQLite
+// stores share the test binary's engine (one writer per file, as in the
+// product); closing what Engine returns leaves it open.
+func (d *DB) Engine(ctx context.Context, opts mongodb.Options) (engine.Engine, error) {
+	if d.shared != nil {
+		return keepOpen{d.shared}, nil
+	}
+	return mongodb.Open(d.URI, opts)
+}
+
+// OpenStore opens a store on the test database.
+func (d *DB) OpenStore(ctx context.Context, opts store.Options) (*store.Store, error) {
+	eng, err := d.Engine(ctx, mongodb.Options{})
+	if err != nil {
+		return nil, err
+	}
+	return store.Open(ctx, eng, opts)
+}
+
 // Open opens a store on the database and closes it when the test ends.
 func (d *DB) Open(t testing.TB, opts store.Options) *store.Store {
 	t.Helper()
-	st, err := store.Open(context.Background(), d.URI, opts)
+	st, err := d.OpenStore(context.Background(), opts)
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}
@@ -134,3 +183,8 @@ func Run(m *testing.M, db **DB) {
 	d.Close()
 	os.Exit(code)
 }
+
+// keepOpen is a shared engine whose Close leaves it open.
+type keepOpen struct{ engine.Engine }
+
+func (keepOpen) Close(context.Context) error { return nil }

@@ -1,6 +1,9 @@
-// Package embedded runs the in-process default database: FerretDB v1 on its
-// SQLite backend, speaking the MongoDB wire protocol on a loopback port.
-package embedded
+// Package ferretdb runs FerretDB v1 in-process on its
+// SQLite backend, speaking the MongoDB wire protocol on a loopback port: the
+// database of data dirs made before the indexed engine (read by "fhirstore
+// migrate"), and the wire-compatible stand-in on which the tests exercise the
+// mongodb engine.
+package ferretdb
 
 import (
 	"context"

@@ -1,0 +1,314 @@
+// Package mongodb is the engine on the MongoDB Go driver: a MongoDB replica
+// set or sharded cluster for deployments that outgrow one machine, or
+// anything else that speaks the wire protocol (FerretDB). The filters the
+// store sends (package engine's grammar) are passed through unchanged.
+package mongodb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/event"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
+	"go.mongodb.org/mongo-driver/v2/x/mongo/driver"
+
+	"fhirstore/store/engine"
+)
+
+// Options configure the connection.
+type Options struct {
+	// ServerSelectionTimeout bounds how long an operation waits for a
+	// reachable server (default 5s).
+	ServerSelectionTimeout time.Duration
+	// Monitor, when set, observes every database command.
+	Monitor *event.CommandMonitor
+}
+
+// Engine is a connection to a MongoDB deployment.
+type Engine struct {
+	client *mongo.Client
+}
+
+// Open connects to the MongoDB at uri; it does not wait for it to answer
+// (see Ping).
+func Open(uri string, opts Options) (*Engine, error) {
+	if opts.ServerSelectionTimeout == 0 {
+		opts.ServerSelectionTimeout = 5 * time.Second
+	}
+	clientOpts := options.Client().ApplyURI(uri).
+		SetServerSelectionTimeout(opts.ServerSelectionTimeout).
+		SetConnectTimeout(opts.ServerSelectionTimeout).
+		SetAppName("fhirstore")
+	if opts.Monitor != nil {
+		clientOpts.SetMonitor(opts.Monitor)
+	}
+	client, err := mongo.Connect(clientOpts)
+	if err != nil {
+		return nil, fmt.Errorf("connect to MongoDB: %w", err)
+	}
+	return &Engine{client: client}, nil
+}
+
+// Name is "mongodb".
+func (e *Engine) Name() string { return "mongodb" }
+
+// Ping checks that the primary answers.
+func (e *Engine) Ping(ctx context.Context) error {
+	return wrap("ping MongoDB", e.client.Ping(ctx, readpref.Primary()))
+}
+
+// Close disconnects.
+func (e *Engine) Close(ctx context.Context) error {
+	return wrap("disconnect from MongoDB", e.client.Disconnect(ctx))
+}
+
+// Database is the MongoDB database of that name.
+func (e *Engine) Database(name string) engine.Database {
+	return database{e.client.Database(name)}
+}
+
+type database struct{ db *mongo.Database }
+
+func (d database) Collection(name string) engine.Collection {
+	return collection{d.db.Collection(name)}
+}
+
+func (d database) Drop(ctx context.Context) error {
+	return wrap("drop database "+d.db.Name(), d.db.Drop(ctx))
+}
+
+type collection struct{ c *mongo.Collection }
+
+func (c collection) op(verb string) string {
+	return verb + " " + c.c.Database().Name() + "." + c.c.Name()
+}
+
+func (c collection) InsertOne(ctx context.Context, doc any) error {
+	_, err := c.c.InsertOne(ctx, doc)
+	return wrap(c.op("insert into"), err)
+}
+
+func (c collection) InsertMany(ctx context.Context, docs []any) error {
+	_, err := c.c.InsertMany(ctx, docs, options.InsertMany().SetOrdered(false))
+	if err == nil {
+		return nil
+	}
+	var bwe mongo.BulkWriteException
+	if errors.As(err, &bwe) && len(bwe.WriteErrors) > 0 && bwe.WriteConcernError == nil {
+		be := &engine.BulkError{}
+		for _, we := range bwe.WriteErrors {
+			werr := error(we)
+			if isDuplicateCode(we.Code) {
+				werr = fmt.Errorf("%w: %s", engine.ErrDuplicateKey, we.Message)
+			}
+			be.Errors = append(be.Errors, engine.WriteError{Index: we.Index, Err: werr})
+		}
+		return be
+	}
+	return wrap(c.op("insert into"), err)
+}
+
+func (c collection) ReplaceOne(ctx context.Context, filter bson.D, doc any, upsert bool) (bool, error) {
+	res, err := c.c.ReplaceOne(ctx, filter, doc, options.Replace().SetUpsert(upsert))
+	if err != nil {
+		return false, wrap(c.op("replace in"), err)
+	}
+	return res.MatchedCount > 0, nil
+}
+
+func (c collection) DeleteOne(ctx context.Context, filter bson.D) (int64, error) {
+	res, err := c.c.DeleteOne(ctx, filter)
+	if err != nil {
+		return 0, wrap(c.op("delete from"), err)
+	}
+	return res.DeletedCount, nil
+}
+
+func (c collection) DeleteMany(ctx context.Context, filter bson.D) (int64, error) {
+	res, err := c.c.DeleteMany(ctx, filter)
+	if err != nil {
+		return 0, wrap(c.op("delete from"), err)
+	}
+	return res.DeletedCount, nil
+}
+
+func (c collection) Find(ctx context.Context, filter bson.D, opts *engine.FindOptions) (engine.Cursor, error) {
+	fo := options.Find()
+	if opts != nil {
+		if opts.Sort != nil {
+			fo.SetSort(opts.Sort)
+		}
+		if opts.Skip > 0 {
+			fo.SetSkip(opts.Skip)
+		}
+		if opts.Limit > 0 {
+			fo.SetLimit(opts.Limit)
+		}
+		if opts.Projection != nil {
+			fo.SetProjection(opts.Projection)
+		}
+	}
+	cur, err := c.c.Find(ctx, filter, fo)
+	if err != nil {
+		return nil, wrap(c.op("find in"), err)
+	}
+	return &cursor{cur: cur, op: c.op("find in")}, nil
+}
+
+func (c collection) FindOne(ctx context.Context, filter bson.D, opts *engine.FindOptions) (bson.Raw, error) {
+	fo := options.FindOne()
+	if opts != nil {
+		if opts.Sort != nil {
+			fo.SetSort(opts.Sort)
+		}
+		if opts.Skip > 0 {
+			fo.SetSkip(opts.Skip)
+		}
+		if opts.Projection != nil {
+			fo.SetProjection(opts.Projection)
+		}
+	}
+	raw, err := c.c.FindOne(ctx, filter, fo).Raw()
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return nil, fmt.Errorf("%s: %w", c.op("find one in"), engine.ErrNoDocuments)
+	}
+	if err != nil {
+		return nil, wrap(c.op("find one in"), err)
+	}
+	return raw, nil
+}
+
+func (c collection) Count(ctx context.Context, filter bson.D) (int64, error) {
+	n, err := c.c.CountDocuments(ctx, filter)
+	return n, wrap(c.op("count in"), err)
+}
+
+func (c collection) CountDistinct(ctx context.Context, filter bson.D, fields ...string) (int64, error) {
+	group := bson.D{}
+	for _, f := range fields {
+		group = append(group, bson.E{Key: f, Value: "$" + f})
+	}
+	pipeline := mongo.Pipeline{
+		{{Key: "$match", Value: filter}},
+		{{Key: "$group", Value: bson.D{{Key: "_id", Value: group}}}},
+		{{Key: "$count", Value: "n"}},
+	}
+	cur, err := c.c.Aggregate(ctx, pipeline)
+	if err != nil {
+		return 0, wrap(c.op("count distinct in"), err)
+	}
+	var res []struct {
+		N int64 `bson:"n"`
+	}
+	if err := cur.All(ctx, &res); err != nil {
+		return 0, wrap(c.op("count distinct in"), err)
+	}
+	if len(res) == 0 {
+		return 0, nil
+	}
+	return res[0].N, nil
+}
+
+// CreateIndexes asks for the existing indexes first: FerretDB fails when
+// asked to create an index that exists. FerretDB can also be left with an
+// index its catalogue does not know when a process dies while creating it,
+// and then refuses to create it again; a collection that holds no
+// documents yet is dropped and its indexes created afresh.
+func (c collection) CreateIndexes(ctx context.Context, indexes []engine.Index) error {
+	have, err := c.IndexNames(ctx)
+	if err != nil {
+		return err
+	}
+	known := map[string]bool{}
+	for _, n := range have {
+		known[n] = true
+	}
+	var models []mongo.IndexModel
+	for _, ix := range indexes {
+		if !known[ix.Name] {
+			models = append(models, mongo.IndexModel{Keys: ix.Keys, Options: options.Index().SetName(ix.Name)})
+		}
+	}
+	if len(models) == 0 {
+		return nil
+	}
+	_, err = c.c.Indexes().CreateMany(ctx, models)
+	if err == nil || !strings.Contains(err.Error(), "already exists") {
+		return wrap(c.op("create indexes of"), err)
+	}
+	n, cerr := c.c.CountDocuments(ctx, bson.D{})
+	if cerr != nil || n > 0 {
+		return wrap(c.op("create indexes of"), err)
+	}
+	if derr := c.c.Drop(ctx); derr != nil {
+		return fmt.Errorf("%s: %w (drop to recreate: %w)", c.op("create indexes of"), err, derr)
+	}
+	_, err = c.c.Indexes().CreateMany(ctx, models)
+	return wrap(c.op("create indexes of"), err)
+}
+
+func (c collection) IndexNames(ctx context.Context) ([]string, error) {
+	specs, err := c.c.Indexes().ListSpecifications(ctx)
+	if err != nil && !isNamespaceNotFound(err) {
+		return nil, wrap(c.op("list indexes of"), err)
+	}
+	names := make([]string, 0, len(specs))
+	for _, sp := range specs {
+		names = append(names, sp.Name)
+	}
+	return names, nil
+}
+
+type cursor struct {
+	cur *mongo.Cursor
+	op  string
+}
+
+func (c *cursor) Next(ctx context.Context) bool   { return c.cur.Next(ctx) }
+func (c *cursor) Current() bson.Raw               { return c.cur.Current }
+func (c *cursor) Err() error                      { return wrap(c.op, c.cur.Err()) }
+func (c *cursor) Close(ctx context.Context) error { return wrap(c.op, c.cur.Close(ctx)) }
+
+// wrap adds op to err and marks the errors that mean the database is out
+// of reach (engine.ErrUnavailable) and duplicate keys (engine.ErrDuplicateKey).
+func wrap(op string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case mongo.IsDuplicateKeyError(err):
+		return fmt.Errorf("%s: %w: %w", op, engine.ErrDuplicateKey, err)
+	case unreachable(err):
+		return fmt.Errorf("%s: %w: %w", op, engine.ErrUnavailable, err)
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}
+
+func unreachable(err error) bool {
+	if mongo.IsNetworkError(err) || mongo.IsTimeout(err) || errors.Is(err, mongo.ErrClientDisconnected) {
+		return true
+	}
+	// A network error on another connection cleared the pool: the database
+	// is out of reach as surely as for a network error of its own.
+	var pe driver.RetryablePoolError
+	if errors.As(err, &pe) && pe.Retryable() {
+		return true
+	}
+	var se mongo.ServerError
+	if errors.As(err, &se) {
+		return false
+	}
+	return errors.Is(err, context.DeadlineExceeded) || strings.Contains(err.Error(), "server selection error")
+}
+
+func isDuplicateCode(code int) bool { return code == 11000 || code == 11001 || code == 12582 }
+
+func isNamespaceNotFound(err error) bool {
+	var ce mongo.CommandError
+	return errors.As(err, &ce) && (ce.Code == 26 || ce.Name == "NamespaceNotFound")
+}

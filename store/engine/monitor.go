@@ -1,0 +1,136 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/event"
+)
+
+// Monitored wraps e so that every collection operation is reported to m
+// as the MongoDB command it stands for ("find", "insert", "update",
+// "delete", "count", "aggregate", "createIndexes", "listIndexes",
+// "dropDatabase"), whatever the engine: metrics and tests count commands
+// the same way on every engine. A nil m returns e.
+func Monitored(e Engine, m *event.CommandMonitor) Engine {
+	if m == nil {
+		return e
+	}
+	return &monitored{Engine: e, m: m}
+}
+
+type monitored struct {
+	Engine
+	m   *event.CommandMonitor
+	ids atomic.Int64
+}
+
+func (e *monitored) Database(name string) Database {
+	return monitoredDB{db: e.Engine.Database(name), e: e, name: name}
+}
+
+// observe reports one command around run.
+func (e *monitored) observe(ctx context.Context, db, command string, run func() error) error {
+	id := e.ids.Add(1)
+	if e.m.Started != nil {
+		e.m.Started(ctx, &event.CommandStartedEvent{DatabaseName: db, CommandName: command, RequestID: id, Command: bson.Raw{}})
+	}
+	start := time.Now()
+	err := run()
+	fin := event.CommandFinishedEvent{DatabaseName: db, CommandName: command, RequestID: id, Duration: time.Since(start)}
+	if err != nil && !isOutcome(err) {
+		if e.m.Failed != nil {
+			e.m.Failed(ctx, &event.CommandFailedEvent{CommandFinishedEvent: fin, Failure: err})
+		}
+		return err
+	}
+	if e.m.Succeeded != nil {
+		e.m.Succeeded(ctx, &event.CommandSucceededEvent{CommandFinishedEvent: fin})
+	}
+	return err
+}
+
+// isOutcome tells answers from failures: finding nothing and a duplicate
+// key are what the command reported, not errors of the command.
+func isOutcome(err error) bool { return IsDuplicateKey(err) || isNoDocuments(err) }
+
+func isNoDocuments(err error) bool { return errors.Is(err, ErrNoDocuments) }
+
+type monitoredDB struct {
+	db   Database
+	e    *monitored
+	name string
+}
+
+func (d monitoredDB) Collection(name string) Collection {
+	return monitoredColl{c: d.db.Collection(name), e: d.e, db: d.name}
+}
+
+func (d monitoredDB) Drop(ctx context.Context) error {
+	return d.e.observe(ctx, d.name, "dropDatabase", func() error { return d.db.Drop(ctx) })
+}
+
+type monitoredColl struct {
+	c  Collection
+	e  *monitored
+	db string
+}
+
+func (c monitoredColl) run(ctx context.Context, command string, f func() error) error {
+	return c.e.observe(ctx, c.db, command, f)
+}
+
+func (c monitoredColl) InsertOne(ctx context.Context, doc any) error {
+	return c.run(ctx, "insert", func() error { return c.c.InsertOne(ctx, doc) })
+}
+
+func (c monitoredColl) InsertMany(ctx context.Context, docs []any) error {
+	return c.run(ctx, "insert", func() error { return c.c.InsertMany(ctx, docs) })
+}
+
+func (c monitoredColl) ReplaceOne(ctx context.Context, filter bson.D, doc any, upsert bool) (matched bool, err error) {
+	err = c.run(ctx, "update", func() error { matched, err = c.c.ReplaceOne(ctx, filter, doc, upsert); return err })
+	return matched, err
+}
+
+func (c monitoredColl) DeleteOne(ctx context.Context, filter bson.D) (n int64, err error) {
+	err = c.run(ctx, "delete", func() error { n, err = c.c.DeleteOne(ctx, filter); return err })
+	return n, err
+}
+
+func (c monitoredColl) DeleteMany(ctx context.Context, filter bson.D) (n int64, err error) {
+	err = c.run(ctx, "delete", func() error { n, err = c.c.DeleteMany(ctx, filter); return err })
+	return n, err
+}
+
+func (c monitoredColl) Find(ctx context.Context, filter bson.D, opts *FindOptions) (cur Cursor, err error) {
+	err = c.run(ctx, "find", func() error { cur, err = c.c.Find(ctx, filter, opts); return err })
+	return cur, err
+}
+
+func (c monitoredColl) FindOne(ctx context.Context, filter bson.D, opts *FindOptions) (raw bson.Raw, err error) {
+	err = c.run(ctx, "find", func() error { raw, err = c.c.FindOne(ctx, filter, opts); return err })
+	return raw, err
+}
+
+func (c monitoredColl) Count(ctx context.Context, filter bson.D) (n int64, err error) {
+	err = c.run(ctx, "count", func() error { n, err = c.c.Count(ctx, filter); return err })
+	return n, err
+}
+
+func (c monitoredColl) CountDistinct(ctx context.Context, filter bson.D, fields ...string) (n int64, err error) {
+	err = c.run(ctx, "aggregate", func() error { n, err = c.c.CountDistinct(ctx, filter, fields...); return err })
+	return n, err
+}
+
+func (c monitoredColl) CreateIndexes(ctx context.Context, indexes []Index) error {
+	return c.run(ctx, "createIndexes", func() error { return c.c.CreateIndexes(ctx, indexes) })
+}
+
+func (c monitoredColl) IndexNames(ctx context.Context) (names []string, err error) {
+	err = c.run(ctx, "listIndexes", func() error { names, err = c.c.IndexNames(ctx); return err })
+	return names, err
+}

@@ -1,0 +1,365 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"fhirstore/store/engine"
+)
+
+// collection is one collection of a database file.
+type collection struct {
+	e  *Engine
+	db string
+	n  names
+}
+
+var _ engine.Collection = (*collection)(nil)
+
+func (c *collection) op(verb string) string { return verb + " " + c.db + "." + c.n.coll }
+
+// write runs fn in a write transaction on the collection's tables,
+// creating them first (with create) if this process has not; it retries
+// once when another process dropped them meanwhile. Without create, a
+// collection without tables is left alone: fn's error is ignored.
+func (c *collection) write(ctx context.Context, create bool, fn func(w writer) error) error {
+	f, err := c.e.file(ctx, c.db)
+	if err != nil {
+		return err
+	}
+	for attempt := 0; ; attempt++ {
+		err = f.write(ctx, func(w writer) error {
+			if create && !f.known(c.n.coll) {
+				if err := createTables(ctx, w, c.n); err != nil {
+					return err
+				}
+			}
+			return fn(w)
+		})
+		if err == nil {
+			f.remember(c.n.coll)
+			return nil
+		}
+		if !create && noTable(err) {
+			return nil
+		}
+		if attempt > 0 || !noTable(err) {
+			return err
+		}
+		f.forget()
+	}
+}
+
+// InsertOne adds doc; an existing _id is engine.ErrDuplicateKey.
+func (c *collection) InsertOne(ctx context.Context, doc any) error {
+	return c.e.observe(ctx, c.db, "insert", func() error {
+		p, err := prepare(doc)
+		if err == nil && p.id == "" {
+			err = fmt.Errorf("document without a string _id: %w", engine.ErrUnsupported)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", c.op("insert into"), err)
+		}
+		err = c.write(ctx, true, func(w writer) error {
+			dup, err := c.insertDoc(ctx, w, p)
+			if err != nil || dup {
+				return duplicate(p.id, err, dup)
+			}
+			d := pathDeltas{}
+			d.add(p.entries, 1)
+			return c.addPaths(ctx, w, d)
+		})
+		return classify(c.op("insert into"), err)
+	})
+}
+
+func duplicate(id string, err error, dup bool) error {
+	if dup {
+		return fmt.Errorf("_id %q: %w", id, engine.ErrDuplicateKey)
+	}
+	return err
+}
+
+// InsertMany adds docs in one transaction, each on its own: those whose
+// _id exists are reported in a *engine.BulkError, the others inserted.
+func (c *collection) InsertMany(ctx context.Context, docs []any) error {
+	return c.e.observe(ctx, c.db, "insert", func() error {
+		ps := make([]*prepared, len(docs))
+		for i, doc := range docs {
+			p, err := prepare(doc)
+			if err == nil && p.id == "" {
+				err = fmt.Errorf("document without a string _id: %w", engine.ErrUnsupported)
+			}
+			if err != nil {
+				return fmt.Errorf("%s: document %d: %w", c.op("insert into"), i, err)
+			}
+			ps[i] = p
+		}
+		var failed []engine.WriteError
+		err := c.write(ctx, true, func(w writer) error {
+			failed = failed[:0]
+			d := pathDeltas{}
+			for i, p := range ps {
+				dup, err := c.insertDoc(ctx, w, p)
+				if err != nil {
+					return err
+				}
+				if dup {
+					failed = append(failed, engine.WriteError{Index: i, Err: fmt.Errorf("%s: %w", c.op("insert into"), duplicate(p.id, nil, true))})
+					continue
+				}
+				d.add(p.entries, 1)
+			}
+			return c.addPaths(ctx, w, d)
+		})
+		if err != nil {
+			return classify(c.op("insert into"), err)
+		}
+		if len(failed) > 0 {
+			return &engine.BulkError{Errors: failed}
+		}
+		return nil
+	})
+}
+
+// ReplaceOne replaces the first document matching filter (or inserts doc
+// when none does and upsert is set), reporting whether one matched.
+func (c *collection) ReplaceOne(ctx context.Context, filter bson.D, doc any, upsert bool) (bool, error) {
+	matched := false
+	err := c.e.observe(ctx, c.db, "update", func() error {
+		x, err := compileFilter(filter)
+		if err != nil {
+			return fmt.Errorf("%s: %w", c.op("replace in"), err)
+		}
+		p, err := prepare(doc)
+		if err != nil {
+			return fmt.Errorf("%s: %w", c.op("replace in"), err)
+		}
+		err = c.write(ctx, upsert, func(w writer) error {
+			matched = false
+			old, err := c.matches(ctx, w, x, 1)
+			if err != nil {
+				return err
+			}
+			if len(old) == 0 {
+				return c.upsert(ctx, w, x, p, upsert)
+			}
+			matched = true
+			return c.replace(ctx, w, old[0], p)
+		})
+		return classify(c.op("replace in"), err)
+	})
+	return matched, err
+}
+
+// replace writes p over the document old.
+func (c *collection) replace(ctx context.Context, w writer, old *stored, p *prepared) error {
+	if p.id == "" {
+		p.withID(old.id)
+	}
+	if p.id != old.id {
+		return fmt.Errorf("the replacement's _id %q is not the document's %q: %w", p.id, old.id, engine.ErrUnsupported)
+	}
+	if _, err := w.exec(ctx, "UPDATE "+c.n.d+" SET doc = ? WHERE rid = ?", []byte(p.raw), old.rid); err != nil {
+		return fmt.Errorf("update document: %w", err)
+	}
+	oldEntries, err := docEntries(old.doc)
+	if err != nil {
+		return fmt.Errorf("index document %s: %w", old.id, err)
+	}
+	gone, added := diffEntries(oldEntries, p.entries)
+	if err := c.deleteEntries(ctx, w, old.rid, gone); err != nil {
+		return err
+	}
+	if err := c.insertEntries(ctx, w, old.rid, added); err != nil {
+		return err
+	}
+	d := pathDeltas{}
+	d.add(oldEntries, -1)
+	d.add(p.entries, 1)
+	return c.addPaths(ctx, w, d)
+}
+
+// upsert inserts p when nothing matched and upsert is set, taking its _id
+// from the filter's equality on _id when it has none.
+func (c *collection) upsert(ctx context.Context, w writer, x expr, p *prepared, upsert bool) error {
+	if !upsert {
+		return nil
+	}
+	if p.id == "" {
+		for _, cj := range conjuncts(x) {
+			if ie, ok := cj.(*idExpr); ok && ie.op == opEq {
+				p.withID(ie.vals[0].(string))
+			}
+		}
+		if p.id == "" {
+			return fmt.Errorf("upsert of a document without _id: %w", engine.ErrUnsupported)
+		}
+	}
+	dup, err := c.insertDoc(ctx, w, p)
+	if err != nil || dup {
+		return duplicate(p.id, err, dup)
+	}
+	d := pathDeltas{}
+	d.add(p.entries, 1)
+	return c.addPaths(ctx, w, d)
+}
+
+// DeleteOne removes the first document matching filter.
+func (c *collection) DeleteOne(ctx context.Context, filter bson.D) (int64, error) {
+	return c.delete(ctx, filter, 1)
+}
+
+// DeleteMany removes every document matching filter.
+func (c *collection) DeleteMany(ctx context.Context, filter bson.D) (int64, error) {
+	return c.delete(ctx, filter, 0)
+}
+
+func (c *collection) delete(ctx context.Context, filter bson.D, limit int64) (int64, error) {
+	var n int64
+	err := c.e.observe(ctx, c.db, "delete", func() error {
+		x, err := compileFilter(filter)
+		if err != nil {
+			return fmt.Errorf("%s: %w", c.op("delete from"), err)
+		}
+		err = c.write(ctx, false, func(w writer) error {
+			n = 0
+			old, err := c.matches(ctx, w, x, limit)
+			if err != nil {
+				return err
+			}
+			d := pathDeltas{}
+			for _, o := range old {
+				if _, err := w.exec(ctx, "DELETE FROM "+c.n.x+" WHERE rid = ?", o.rid); err != nil {
+					return fmt.Errorf("delete index entries: %w", err)
+				}
+				if _, err := w.exec(ctx, "DELETE FROM "+c.n.d+" WHERE rid = ?", o.rid); err != nil {
+					return fmt.Errorf("delete document: %w", err)
+				}
+				entries, err := docEntries(o.doc)
+				if err != nil {
+					return fmt.Errorf("index document %s: %w", o.id, err)
+				}
+				d.add(entries, -1)
+			}
+			n = int64(len(old))
+			return c.addPaths(ctx, w, d)
+		})
+		return classify(c.op("delete from"), err)
+	})
+	return n, err
+}
+
+// stored is a document read for a write.
+type stored struct {
+	rid int64
+	id  string
+	doc []byte
+}
+
+// matches reads (up to limit, 0: all) documents matching x in the write
+// transaction.
+func (c *collection) matches(ctx context.Context, w writer, x expr, limit int64) ([]*stored, error) {
+	p := &planner{n: c.n, q: w, cols: "d.rid, d.id, d.doc"}
+	steps, err := p.find(ctx, x, nil, limit)
+	if err != nil {
+		return nil, err
+	}
+	var out []*stored
+	for _, sf := range steps {
+		s, err := sf(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if s == nil {
+			continue
+		}
+		lim := int64(-1)
+		if limit > 0 {
+			lim = limit - int64(len(out))
+		}
+		rows, err := w.query(ctx, s.sql+" LIMIT ?", append(slices.Clip(s.args), lim))
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			var st stored
+			if err := rows.Scan(&st.rid, &st.id, &st.doc); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			out = append(out, &st)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+		if limit > 0 && int64(len(out)) >= limit {
+			break
+		}
+	}
+	return out, nil
+}
+
+// CreateIndexes records the names of indexes not there yet: every path
+// is indexed already.
+func (c *collection) CreateIndexes(ctx context.Context, indexes []engine.Index) error {
+	return c.e.observe(ctx, c.db, "createIndexes", func() error {
+		for _, ix := range indexes {
+			if ix.Name == "" {
+				return fmt.Errorf("%s: an index without a name: %w", c.op("create indexes of"), engine.ErrUnsupported)
+			}
+		}
+		err := c.write(ctx, true, func(w writer) error {
+			for _, ix := range indexes {
+				keys, err := bson.Marshal(ix.Keys)
+				if err != nil {
+					return fmt.Errorf("index %s: %w", ix.Name, err)
+				}
+				if _, err := w.exec(ctx, "INSERT INTO "+indexesTable+" (c, name, keys) VALUES (?, ?, ?) ON CONFLICT DO NOTHING", c.n.coll, ix.Name, keys); err != nil {
+					return fmt.Errorf("record index %s: %w", ix.Name, err)
+				}
+			}
+			return nil
+		})
+		return classify(c.op("create indexes of"), err)
+	})
+}
+
+// IndexNames lists "_id_" and the names CreateIndexes recorded (nothing
+// for a collection that does not exist).
+func (c *collection) IndexNames(ctx context.Context) ([]string, error) {
+	var names []string
+	err := c.e.observe(ctx, c.db, "listIndexes", func() error {
+		f, err := c.e.file(ctx, c.db)
+		if err != nil {
+			return classify(c.op("list indexes of"), err)
+		}
+		q := readers{f}
+		var exists int
+		err = q.queryRow(ctx, "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = ?", []any{"d_" + c.n.coll}, &exists)
+		if err != nil || exists == 0 {
+			return classify(c.op("list indexes of"), err)
+		}
+		names = []string{"_id_"}
+		rows, err := q.query(ctx, "SELECT name FROM "+indexesTable+" WHERE c = ? ORDER BY name", []any{c.n.coll})
+		if err != nil {
+			return classify(c.op("list indexes of"), err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var n string
+			if err := rows.Scan(&n); err != nil {
+				return classify(c.op("list indexes of"), err)
+			}
+			if n != "_id_" {
+				names = append(names, n)
+			}
+		}
+		return classify(c.op("list indexes of"), rows.Err())
+	})
+	return names, err
+}

@@ -1,0 +1,136 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"slices"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+)
+
+// cursor runs a Find's steps one after the other, as they are reached.
+type cursor struct {
+	q     querier
+	op    string
+	steps []stepFunc
+	skip  int64 // rows to pass over, across steps
+	limit int64 // rows to return (0: all)
+	proj  *projection
+
+	rows     *sql.Rows
+	step     *step
+	offset   int64 // the current step's OFFSET
+	stepRows int64 // rows the current step returned
+	returned int64
+	cur      bson.Raw
+	err      error
+	done     bool
+}
+
+// Next advances to the next document.
+func (c *cursor) Next(ctx context.Context) bool {
+	for !c.done && c.err == nil {
+		if c.limit > 0 && c.returned >= c.limit {
+			c.finish()
+			return false
+		}
+		if c.rows == nil && !c.start(ctx) {
+			continue
+		}
+		if c.rows.Next() {
+			var doc []byte
+			if err := c.rows.Scan(&doc); err != nil {
+				c.fail(err)
+				return false
+			}
+			c.stepRows++
+			c.skip = 0 // a row past the OFFSET: the step skipped all of it
+			out, err := c.proj.apply(doc)
+			if err != nil {
+				c.fail(err)
+				return false
+			}
+			c.cur = out
+			c.returned++
+			return true
+		}
+		if err := c.rows.Err(); err != nil {
+			c.fail(err)
+			return false
+		}
+		c.rows.Close()
+		c.rows = nil
+		if c.stepRows == 0 && c.offset > 0 && len(c.steps) > 0 {
+			// The step held at most offset rows: skip the rest later.
+			var n int64
+			if err := c.q.queryRow(ctx, "SELECT count(*) FROM ("+c.step.sql+")", c.step.args, &n); err != nil && !noTable(err) {
+				c.fail(err)
+				return false
+			}
+			c.skip -= min(n, c.skip)
+		}
+	}
+	return false
+}
+
+// start runs the next step, reporting whether it has one open.
+func (c *cursor) start(ctx context.Context) bool {
+	if len(c.steps) == 0 {
+		c.finish()
+		return false
+	}
+	sf := c.steps[0]
+	c.steps = c.steps[1:]
+	s, err := sf(ctx)
+	if noTable(err) {
+		c.finish()
+		return false
+	}
+	if err != nil {
+		c.fail(err)
+		return false
+	}
+	if s == nil {
+		return false
+	}
+	lim := int64(-1)
+	if c.limit > 0 {
+		lim = c.limit - c.returned
+	}
+	rows, err := c.q.query(ctx, s.sql+" LIMIT ? OFFSET ?", append(slices.Clip(s.args), lim, c.skip))
+	if noTable(err) {
+		c.finish()
+		return false
+	}
+	if err != nil {
+		c.fail(err)
+		return false
+	}
+	c.rows, c.step, c.offset, c.stepRows = rows, s, c.skip, 0
+	return true
+}
+
+func (c *cursor) fail(err error) {
+	c.err = classify(c.op, err)
+	c.finish()
+}
+
+func (c *cursor) finish() {
+	c.done = true
+	if c.rows != nil {
+		c.rows.Close()
+		c.rows = nil
+	}
+}
+
+// Current is the document Next moved to.
+func (c *cursor) Current() bson.Raw { return c.cur }
+
+// Err is the error that stopped the iteration, if any.
+func (c *cursor) Err() error { return c.err }
+
+// Close releases the cursor's connection.
+func (c *cursor) Close(context.Context) error {
+	c.finish()
+	return nil
+}

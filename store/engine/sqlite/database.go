@@ -1,0 +1,57 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+
+	"fhirstore/store/engine"
+)
+
+// database is one file's collections.
+type database struct {
+	e    *Engine
+	name string
+}
+
+// Collection is the collection of that name (tables created on first write).
+func (d *database) Collection(name string) engine.Collection {
+	return &collection{e: d.e, db: d.name, n: namesOf(name)}
+}
+
+// Drop drops every table of the file in one transaction; the file stays,
+// as other processes may have it open.
+func (d *database) Drop(ctx context.Context) error {
+	return d.e.observe(ctx, d.name, "dropDatabase", func() error {
+		f, err := d.e.file(ctx, d.name)
+		if err != nil {
+			return classify("drop database "+d.name, err)
+		}
+		err = f.write(ctx, func(w writer) error {
+			rows, err := f.wc.QueryContext(ctx, "SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'")
+			if err != nil {
+				return err
+			}
+			var tables []string
+			for rows.Next() {
+				var t string
+				if err := rows.Scan(&t); err != nil {
+					rows.Close()
+					return err
+				}
+				tables = append(tables, t)
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return err
+			}
+			for _, t := range tables {
+				if _, err := f.wc.ExecContext(ctx, "DROP TABLE IF EXISTS "+quote(t)); err != nil {
+					return fmt.Errorf("drop %s: %w", t, err)
+				}
+			}
+			return nil
+		})
+		f.forget()
+		return classify("drop database "+d.name, err)
+	})
+}

@@ -1,0 +1,132 @@
+package sqlite
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"go.mongodb.org/mongo-driver/v2/event"
+	"go.uber.org/zap"
+
+	"fhirstore/store/engine"
+)
+
+// Options configure an Engine.
+type Options struct {
+	// Logger receives the engine's few log lines (nil: none).
+	Logger *zap.Logger
+	// Monitor, when set, is told of every operation as the MongoDB
+	// command it stands for, so that metrics read the same on every engine.
+	Monitor *event.CommandMonitor
+	// ReadConns is the number of reader connections per file (default 4).
+	ReadConns int
+}
+
+// Engine is a directory of SQLite files, one per database.
+type Engine struct {
+	dir  string
+	opts Options
+	log  *zap.Logger
+	ids  atomic.Int64 // monitor request ids
+
+	mu     sync.Mutex
+	files  map[string]*file
+	closed bool
+}
+
+var _ engine.Engine = (*Engine)(nil)
+
+// Open opens the engine on dir (created if need be); files are opened on
+// first use.
+func Open(ctx context.Context, dir string, opts Options) (*Engine, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("open SQLite engine: %w", err)
+	}
+	if opts.ReadConns <= 0 {
+		opts.ReadConns = 4
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("open SQLite engine: %w: %w", engine.ErrUnavailable, err)
+	}
+	log := opts.Logger
+	if log == nil {
+		log = zap.NewNop()
+	}
+	return &Engine{dir: dir, opts: opts, log: log, files: map[string]*file{}}, nil
+}
+
+// Name is "sqlite".
+func (e *Engine) Name() string { return "sqlite" }
+
+// Database is the database of that name: the file <dir>/<name>.db.
+func (e *Engine) Database(name string) engine.Database {
+	return &database{e: e, name: name}
+}
+
+// Ping checks that the engine is open and its directory is there.
+func (e *Engine) Ping(ctx context.Context) error {
+	return e.observe(ctx, "admin", "ping", func() error {
+		e.mu.Lock()
+		closed := e.closed
+		e.mu.Unlock()
+		if closed {
+			return fmt.Errorf("ping SQLite engine: %w: %w", engine.ErrUnavailable, errClosed)
+		}
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("ping SQLite engine: %w: %w", engine.ErrUnavailable, err)
+		}
+		if fi, err := os.Stat(e.dir); err != nil || !fi.IsDir() {
+			return fmt.Errorf("ping SQLite engine: %w: %s is not a directory (%v)", engine.ErrUnavailable, e.dir, err)
+		}
+		return nil
+	})
+}
+
+// Close closes every file; the engine cannot be used afterwards.
+func (e *Engine) Close(ctx context.Context) error {
+	e.mu.Lock()
+	files := e.files
+	e.files, e.closed = map[string]*file{}, true
+	e.mu.Unlock()
+	var errs []error
+	for name, f := range files {
+		if err := f.close(); err != nil {
+			errs = append(errs, fmt.Errorf("close %s: %w", name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// file returns the open file of database name, opening it the first time.
+func (e *Engine) file(ctx context.Context, name string) (*file, error) {
+	if err := checkDatabaseName(name); err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return nil, fmt.Errorf("database %s: %w: %w", name, engine.ErrUnavailable, errClosed)
+	}
+	if f, ok := e.files[name]; ok {
+		return f, nil
+	}
+	f, err := openFile(ctx, e.dir, name, e.opts.ReadConns)
+	if err != nil {
+		return nil, err
+	}
+	e.log.Debug("opened SQLite file", zap.String("database", name))
+	e.files[name] = f
+	return f, nil
+}
+
+// checkDatabaseName refuses names that are not plain file names.
+func checkDatabaseName(name string) error {
+	if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\\\x00") {
+		return fmt.Errorf("database name %q: not a file name: %w", name, engine.ErrUnsupported)
+	}
+	return nil
+}

@@ -1,0 +1,71 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"fhirstore/store/engine"
+)
+
+// classify wraps err with op, marking what means the file is out of reach
+// (engine.ErrUnavailable) and unique-key violations (engine.ErrDuplicateKey).
+func classify(op string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, engine.ErrDuplicateKey), errors.Is(err, engine.ErrUnavailable),
+		errors.Is(err, engine.ErrUnsupported), errors.Is(err, engine.ErrNoDocuments):
+		return fmt.Errorf("%s: %w", op, err)
+	case isUnique(err):
+		return fmt.Errorf("%s: %w: %w", op, engine.ErrDuplicateKey, err)
+	case unreachable(err):
+		return fmt.Errorf("%s: %w: %w", op, engine.ErrUnavailable, err)
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}
+
+func sqliteCode(err error) int {
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		return se.Code() & 0xff // the primary result code
+	}
+	return -1
+}
+
+func isUnique(err error) bool {
+	var se *sqlite.Error
+	return errors.As(err, &se) && (se.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE || se.Code() == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY)
+}
+
+// unreachable tells the errors that mean the database cannot be used now:
+// a closed engine, a file that cannot be opened or read, a lock held too
+// long by another process, or the caller giving up while waiting.
+func unreachable(err error) bool {
+	if errors.Is(err, sql.ErrConnDone) || errors.Is(err, errClosed) ||
+		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
+		strings.Contains(err.Error(), "sql: database is closed") {
+		return true
+	}
+	switch sqliteCode(err) {
+	case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_CANTOPEN,
+		sqlite3.SQLITE_FULL, sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_INTERRUPT,
+		sqlite3.SQLITE_READONLY, sqlite3.SQLITE_PROTOCOL, sqlite3.SQLITE_NOMEM:
+		return true
+	}
+	return false
+}
+
+// noTable tells the error of reading a collection that has no tables yet
+// (or any more): it holds nothing.
+func noTable(err error) bool {
+	return err != nil && sqliteCode(err) == sqlite3.SQLITE_ERROR && strings.Contains(err.Error(), "no such table")
+}
+
+// errClosed is the error of using a closed engine.
+var errClosed = errors.New("engine closed")
