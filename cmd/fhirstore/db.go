@@ -28,6 +28,11 @@ const (
 	legacyDir = "db"
 )
 
+// lockFile is held, with an exclusive flock, by the process that serves a
+// data dir (or loads into it directly) for as long as it runs; the kernel
+// releases it when that process dies, however it dies.
+const lockFile = "server.lock"
+
 // embeddedURIFile records where a running server's legacy database
 // listens, so that other commands on the same data dir use it instead of
 // opening the files a second time.

@@ -10,11 +10,6 @@ import (
 	"syscall"
 )
 
-// lockFile is held, with an exclusive flock, by the process that serves a
-// data dir (or loads into it directly) for as long as it runs; the kernel
-// releases it when that process dies, however it dies.
-const lockFile = "server.lock"
-
 // errLocked: another process holds the data dir's lock.
 var errLocked = errors.New("data dir locked by another process")
 
