@@ -32,11 +32,17 @@ func (e *monitored) Database(name string) Database {
 	return monitoredDB{db: e.Engine.Database(name), e: e, name: name}
 }
 
-// observe reports one command around run.
-func (e *monitored) observe(ctx context.Context, db, command string, run func() error) error {
+// observe reports one command around run; body, when the monitor has a
+// Started hook, is the command's document (for finds and counts: the
+// collection, filter, sort, skip, limit and projection).
+func (e *monitored) observe(ctx context.Context, db, command string, body func() bson.D, run func() error) error {
 	id := e.ids.Add(1)
 	if e.m.Started != nil {
-		e.m.Started(ctx, &event.CommandStartedEvent{DatabaseName: db, CommandName: command, RequestID: id, Command: bson.Raw{}})
+		doc := bson.Raw{}
+		if body != nil {
+			doc, _ = bson.Marshal(body())
+		}
+		e.m.Started(ctx, &event.CommandStartedEvent{DatabaseName: db, CommandName: command, RequestID: id, Command: doc})
 	}
 	start := time.Now()
 	err := run()
@@ -66,21 +72,36 @@ type monitoredDB struct {
 }
 
 func (d monitoredDB) Collection(name string) Collection {
-	return monitoredColl{c: d.db.Collection(name), e: d.e, db: d.name}
+	return monitoredColl{c: d.db.Collection(name), e: d.e, db: d.name, name: name}
 }
 
 func (d monitoredDB) Drop(ctx context.Context) error {
-	return d.e.observe(ctx, d.name, "dropDatabase", func() error { return d.db.Drop(ctx) })
+	return d.e.observe(ctx, d.name, "dropDatabase", nil, func() error { return d.db.Drop(ctx) })
 }
 
 type monitoredColl struct {
-	c  Collection
-	e  *monitored
-	db string
+	c    Collection
+	e    *monitored
+	db   string
+	name string
 }
 
 func (c monitoredColl) run(ctx context.Context, command string, f func() error) error {
-	return c.e.observe(ctx, c.db, command, f)
+	return c.e.observe(ctx, c.db, command, func() bson.D { return bson.D{{Key: command, Value: c.name}} }, f)
+}
+
+// query reports a read with its filter and options, as MongoDB's find
+// and count commands carry them.
+func (c monitoredColl) query(ctx context.Context, command string, filter bson.D, opts *FindOptions, f func() error) error {
+	body := func() bson.D {
+		d := bson.D{{Key: command, Value: c.name}, {Key: "filter", Value: filter}}
+		if opts != nil {
+			d = append(d, bson.E{Key: "sort", Value: opts.Sort}, bson.E{Key: "skip", Value: opts.Skip},
+				bson.E{Key: "limit", Value: opts.Limit}, bson.E{Key: "projection", Value: opts.Projection})
+		}
+		return d
+	}
+	return c.e.observe(ctx, c.db, command, body, f)
 }
 
 func (c monitoredColl) InsertOne(ctx context.Context, doc any) error {
@@ -107,17 +128,22 @@ func (c monitoredColl) DeleteMany(ctx context.Context, filter bson.D) (n int64, 
 }
 
 func (c monitoredColl) Find(ctx context.Context, filter bson.D, opts *FindOptions) (cur Cursor, err error) {
-	err = c.run(ctx, "find", func() error { cur, err = c.c.Find(ctx, filter, opts); return err })
+	err = c.query(ctx, "find", filter, opts, func() error { cur, err = c.c.Find(ctx, filter, opts); return err })
 	return cur, err
 }
 
 func (c monitoredColl) FindOne(ctx context.Context, filter bson.D, opts *FindOptions) (raw bson.Raw, err error) {
-	err = c.run(ctx, "find", func() error { raw, err = c.c.FindOne(ctx, filter, opts); return err })
+	one := FindOptions{Limit: 1}
+	if opts != nil {
+		one = *opts
+		one.Limit = 1
+	}
+	err = c.query(ctx, "find", filter, &one, func() error { raw, err = c.c.FindOne(ctx, filter, opts); return err })
 	return raw, err
 }
 
 func (c monitoredColl) Count(ctx context.Context, filter bson.D) (n int64, err error) {
-	err = c.run(ctx, "count", func() error { n, err = c.c.Count(ctx, filter); return err })
+	err = c.query(ctx, "count", filter, nil, func() error { n, err = c.c.Count(ctx, filter); return err })
 	return n, err
 }
 
