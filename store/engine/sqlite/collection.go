@@ -25,13 +25,13 @@ func (c *collection) op(verb string) string { return verb + " " + c.db + "." + c
 // creating them first (with create) if this process has not; it retries
 // once when another process dropped them meanwhile. Without create, a
 // collection without tables is left alone: fn's error is ignored.
-func (c *collection) write(ctx context.Context, create bool, fn func(w writer) error) error {
+func (c *collection) write(ctx context.Context, create bool, fn func(w *conn) error) error {
 	f, err := c.e.file(ctx, c.db)
 	if err != nil {
 		return err
 	}
 	for attempt := 0; ; attempt++ {
-		err = f.write(ctx, func(w writer) error {
+		err = f.write(ctx, func(w *conn) error {
 			if create && !f.known(c.n.coll) {
 				if err := createTables(ctx, w, c.n); err != nil {
 					return err
@@ -63,8 +63,12 @@ func (c *collection) InsertOne(ctx context.Context, doc any) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", c.op("insert into"), err)
 		}
-		err = c.write(ctx, true, func(w writer) error {
-			dup, err := c.insertDoc(ctx, w, p)
+		err = c.write(ctx, true, func(w *conn) error {
+			pending := &entryRows{c: c}
+			dup, err := c.insertDoc(ctx, w, p, pending)
+			if err == nil && !dup {
+				err = pending.flush(ctx, w)
+			}
 			if err != nil || dup {
 				return duplicate(p.id, err, dup)
 			}
@@ -87,23 +91,17 @@ func duplicate(id string, err error, dup bool) error {
 // _id exists are reported in a *engine.BulkError, the others inserted.
 func (c *collection) InsertMany(ctx context.Context, docs []any) error {
 	return c.e.observe(ctx, c.db, "insert", func() error {
-		ps := make([]*prepared, len(docs))
-		for i, doc := range docs {
-			p, err := prepare(doc)
-			if err == nil && p.id == "" {
-				err = fmt.Errorf("document without a string _id: %w", engine.ErrUnsupported)
-			}
-			if err != nil {
-				return fmt.Errorf("%s: document %d: %w", c.op("insert into"), i, err)
-			}
-			ps[i] = p
+		ps, err := prepareAll(docs)
+		if err != nil {
+			return fmt.Errorf("%s: %w", c.op("insert into"), err)
 		}
 		var failed []engine.WriteError
-		err := c.write(ctx, true, func(w writer) error {
+		err = c.write(ctx, true, func(w *conn) error {
 			failed = failed[:0]
 			d := pathDeltas{}
+			pending := &entryRows{c: c}
 			for i, p := range ps {
-				dup, err := c.insertDoc(ctx, w, p)
+				dup, err := c.insertDoc(ctx, w, p, pending)
 				if err != nil {
 					return err
 				}
@@ -112,6 +110,9 @@ func (c *collection) InsertMany(ctx context.Context, docs []any) error {
 					continue
 				}
 				d.add(p.entries, 1)
+			}
+			if err := pending.flush(ctx, w); err != nil {
+				return err
 			}
 			return c.addPaths(ctx, w, d)
 		})
@@ -138,7 +139,7 @@ func (c *collection) ReplaceOne(ctx context.Context, filter bson.D, doc any, ups
 		if err != nil {
 			return fmt.Errorf("%s: %w", c.op("replace in"), err)
 		}
-		err = c.write(ctx, upsert, func(w writer) error {
+		err = c.write(ctx, upsert, func(w *conn) error {
 			matched = false
 			old, err := c.matches(ctx, w, x, 1)
 			if err != nil {
@@ -156,7 +157,7 @@ func (c *collection) ReplaceOne(ctx context.Context, filter bson.D, doc any, ups
 }
 
 // replace writes p over the document old.
-func (c *collection) replace(ctx context.Context, w writer, old *stored, p *prepared) error {
+func (c *collection) replace(ctx context.Context, w *conn, old *stored, p *prepared) error {
 	if p.id == "" {
 		p.withID(old.id)
 	}
@@ -174,7 +175,11 @@ func (c *collection) replace(ctx context.Context, w writer, old *stored, p *prep
 	if err := c.deleteEntries(ctx, w, old.rid, gone); err != nil {
 		return err
 	}
-	if err := c.insertEntries(ctx, w, old.rid, added); err != nil {
+	pending := &entryRows{c: c}
+	if err := pending.add(ctx, w, old.rid, added); err != nil {
+		return err
+	}
+	if err := pending.flush(ctx, w); err != nil {
 		return err
 	}
 	d := pathDeltas{}
@@ -185,7 +190,7 @@ func (c *collection) replace(ctx context.Context, w writer, old *stored, p *prep
 
 // upsert inserts p when nothing matched and upsert is set, taking its _id
 // from the filter's equality on _id when it has none.
-func (c *collection) upsert(ctx context.Context, w writer, x expr, p *prepared, upsert bool) error {
+func (c *collection) upsert(ctx context.Context, w *conn, x expr, p *prepared, upsert bool) error {
 	if !upsert {
 		return nil
 	}
@@ -199,7 +204,11 @@ func (c *collection) upsert(ctx context.Context, w writer, x expr, p *prepared, 
 			return fmt.Errorf("upsert of a document without _id: %w", engine.ErrUnsupported)
 		}
 	}
-	dup, err := c.insertDoc(ctx, w, p)
+	pending := &entryRows{c: c}
+	dup, err := c.insertDoc(ctx, w, p, pending)
+	if err == nil && !dup {
+		err = pending.flush(ctx, w)
+	}
 	if err != nil || dup {
 		return duplicate(p.id, err, dup)
 	}
@@ -225,7 +234,7 @@ func (c *collection) delete(ctx context.Context, filter bson.D, limit int64) (in
 		if err != nil {
 			return fmt.Errorf("%s: %w", c.op("delete from"), err)
 		}
-		err = c.write(ctx, false, func(w writer) error {
+		err = c.write(ctx, false, func(w *conn) error {
 			n = 0
 			old, err := c.matches(ctx, w, x, limit)
 			if err != nil {
@@ -262,7 +271,7 @@ type stored struct {
 
 // matches reads (up to limit, 0: all) documents matching x in the write
 // transaction.
-func (c *collection) matches(ctx context.Context, w writer, x expr, limit int64) ([]*stored, error) {
+func (c *collection) matches(ctx context.Context, w *conn, x expr, limit int64) ([]*stored, error) {
 	p := &planner{n: c.n, q: w, cols: "d.rid, d.id, d.doc"}
 	steps, err := p.find(ctx, x, nil, limit)
 	if err != nil {
@@ -281,21 +290,15 @@ func (c *collection) matches(ctx context.Context, w writer, x expr, limit int64)
 		if limit > 0 {
 			lim = limit - int64(len(out))
 		}
-		rows, err := w.query(ctx, s.sql+" LIMIT ?", append(slices.Clip(s.args), lim))
+		r, err := w.query(ctx, s.sql+" LIMIT ?", append(slices.Clip(s.args), lim))
 		if err != nil {
 			return nil, err
 		}
-		for rows.Next() {
-			var st stored
-			if err := rows.Scan(&st.rid, &st.id, &st.doc); err != nil {
-				rows.Close()
-				return nil, err
-			}
-			out = append(out, &st)
+		for r.next() {
+			out = append(out, &stored{rid: r.int64(0), id: r.text(1), doc: r.bytes(2)})
 		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return nil, err
+		if r.err != nil {
+			return nil, r.err
 		}
 		if limit > 0 && int64(len(out)) >= limit {
 			break
@@ -313,7 +316,7 @@ func (c *collection) CreateIndexes(ctx context.Context, indexes []engine.Index) 
 				return fmt.Errorf("%s: an index without a name: %w", c.op("create indexes of"), engine.ErrUnsupported)
 			}
 		}
-		err := c.write(ctx, true, func(w writer) error {
+		err := c.write(ctx, true, func(w *conn) error {
 			for _, ix := range indexes {
 				keys, err := bson.Marshal(ix.Keys)
 				if err != nil {
@@ -338,28 +341,27 @@ func (c *collection) IndexNames(ctx context.Context) ([]string, error) {
 		if err != nil {
 			return classify(c.op("list indexes of"), err)
 		}
-		q := readers{f}
-		var exists int
-		err = q.queryRow(ctx, "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = ?", []any{"d_" + c.n.coll}, &exists)
+		q, err := f.reader(ctx)
+		if err != nil {
+			return classify(c.op("list indexes of"), err)
+		}
+		defer f.release(q)
+		var exists int64
+		_, err = q.queryRow(ctx, "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = ?", []any{"d_" + c.n.coll}, &exists)
 		if err != nil || exists == 0 {
 			return classify(c.op("list indexes of"), err)
 		}
 		names = []string{"_id_"}
-		rows, err := q.query(ctx, "SELECT name FROM "+indexesTable+" WHERE c = ? ORDER BY name", []any{c.n.coll})
+		r, err := q.query(ctx, "SELECT name FROM "+indexesTable+" WHERE c = ? ORDER BY name", []any{c.n.coll})
 		if err != nil {
 			return classify(c.op("list indexes of"), err)
 		}
-		defer rows.Close()
-		for rows.Next() {
-			var n string
-			if err := rows.Scan(&n); err != nil {
-				return classify(c.op("list indexes of"), err)
-			}
-			if n != "_id_" {
+		for r.next() {
+			if n := r.text(0); n != "_id_" {
 				names = append(names, n)
 			}
 		}
-		return classify(c.op("list indexes of"), rows.Err())
+		return classify(c.op("list indexes of"), r.err)
 	})
 	return names, err
 }

@@ -258,8 +258,12 @@ func in(path string, value any) (expr, error) {
 			x, _ := equal(path, nil)
 			alts = append(alts, x)
 		case path == "_id" && k != kindString:
+		case path == "_id" && len(vals) == 1:
+			alts = append(alts, &idExpr{op: opEq, vals: vals})
 		case path == "_id":
 			alts = append(alts, &idExpr{op: opIn, vals: vals})
+		case len(vals) == 1:
+			alts = append(alts, &fieldExpr{path: path, op: opEq, kind: k, vals: vals})
 		default:
 			alts = append(alts, &fieldExpr{path: path, op: opIn, kind: k, vals: vals})
 		}

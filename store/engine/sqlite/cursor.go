@@ -2,22 +2,23 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"slices"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
-// cursor runs a Find's steps one after the other, as they are reached.
+// cursor runs a Find's steps one after the other, as they are reached, on
+// the reader connection it holds until its end or Close.
 type cursor struct {
-	q     querier
-	op    string
-	steps []stepFunc
-	skip  int64 // rows to pass over, across steps
-	limit int64 // rows to return (0: all)
-	proj  *projection
+	q       *conn
+	release func()
+	op      string
+	steps   []stepFunc
+	skip    int64 // rows to pass over, across steps
+	limit   int64 // rows to return (0: all)
+	proj    *projection
 
-	rows     *sql.Rows
+	rows     *rows
 	step     *step
 	offset   int64 // the current step's OFFSET
 	stepRows int64 // rows the current step returned
@@ -29,7 +30,7 @@ type cursor struct {
 
 // Next advances to the next document.
 func (c *cursor) Next(ctx context.Context) bool {
-	for !c.done && c.err == nil {
+	for !c.done {
 		if c.limit > 0 && c.returned >= c.limit {
 			c.finish()
 			return false
@@ -37,15 +38,10 @@ func (c *cursor) Next(ctx context.Context) bool {
 		if c.rows == nil && !c.start(ctx) {
 			continue
 		}
-		if c.rows.Next() {
-			var doc []byte
-			if err := c.rows.Scan(&doc); err != nil {
-				c.fail(err)
-				return false
-			}
+		if c.rows.next() {
 			c.stepRows++
 			c.skip = 0 // a row past the OFFSET: the step skipped all of it
-			out, err := c.proj.apply(doc)
+			out, err := c.proj.apply(c.rows.bytes(0))
 			if err != nil {
 				c.fail(err)
 				return false
@@ -54,16 +50,18 @@ func (c *cursor) Next(ctx context.Context) bool {
 			c.returned++
 			return true
 		}
-		if err := c.rows.Err(); err != nil {
-			c.fail(err)
+		if err := c.rows.err; err != nil {
+			if !noTable(err) {
+				c.fail(err)
+			}
+			c.finish()
 			return false
 		}
-		c.rows.Close()
 		c.rows = nil
 		if c.stepRows == 0 && c.offset > 0 && len(c.steps) > 0 {
 			// The step held at most offset rows: skip the rest later.
 			var n int64
-			if err := c.q.queryRow(ctx, "SELECT count(*) FROM ("+c.step.sql+")", c.step.args, &n); err != nil && !noTable(err) {
+			if _, err := c.q.queryRow(ctx, "SELECT count(*) FROM ("+c.step.sql+")", c.step.args, &n); err != nil && !noTable(err) {
 				c.fail(err)
 				return false
 			}
@@ -82,31 +80,30 @@ func (c *cursor) start(ctx context.Context) bool {
 	sf := c.steps[0]
 	c.steps = c.steps[1:]
 	s, err := sf(ctx)
-	if noTable(err) {
+	switch {
+	case noTable(err):
 		c.finish()
 		return false
-	}
-	if err != nil {
+	case err != nil:
 		c.fail(err)
 		return false
-	}
-	if s == nil {
+	case s == nil:
 		return false
 	}
 	lim := int64(-1)
 	if c.limit > 0 {
 		lim = c.limit - c.returned
 	}
-	rows, err := c.q.query(ctx, s.sql+" LIMIT ? OFFSET ?", append(slices.Clip(s.args), lim, c.skip))
-	if noTable(err) {
+	r, err := c.q.query(ctx, s.sql+" LIMIT ? OFFSET ?", append(slices.Clip(s.args), lim, c.skip))
+	switch {
+	case noTable(err):
 		c.finish()
 		return false
-	}
-	if err != nil {
+	case err != nil:
 		c.fail(err)
 		return false
 	}
-	c.rows, c.step, c.offset, c.stepRows = rows, s, c.skip, 0
+	c.rows, c.step, c.offset, c.stepRows = r, s, c.skip, 0
 	return true
 }
 
@@ -115,11 +112,16 @@ func (c *cursor) fail(err error) {
 	c.finish()
 }
 
+// finish closes the statement and gives the connection back.
 func (c *cursor) finish() {
 	c.done = true
 	if c.rows != nil {
-		c.rows.Close()
+		c.rows.close()
 		c.rows = nil
+	}
+	if c.release != nil {
+		c.release()
+		c.release = nil
 	}
 }
 

@@ -26,26 +26,20 @@ func (d *database) Drop(ctx context.Context) error {
 		if err != nil {
 			return classify("drop database "+d.name, err)
 		}
-		err = f.write(ctx, func(w writer) error {
-			rows, err := f.wc.QueryContext(ctx, "SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'")
+		err = f.write(ctx, func(w *conn) error {
+			r, err := w.query(ctx, "SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'", nil)
 			if err != nil {
 				return err
 			}
 			var tables []string
-			for rows.Next() {
-				var t string
-				if err := rows.Scan(&t); err != nil {
-					rows.Close()
-					return err
-				}
-				tables = append(tables, t)
+			for r.next() {
+				tables = append(tables, r.text(0))
 			}
-			rows.Close()
-			if err := rows.Err(); err != nil {
-				return err
+			if r.err != nil {
+				return r.err
 			}
 			for _, t := range tables {
-				if _, err := f.wc.ExecContext(ctx, "DROP TABLE IF EXISTS "+quote(t)); err != nil {
+				if err := w.run(ctx, "DROP TABLE IF EXISTS "+quote(t)); err != nil {
 					return fmt.Errorf("drop %s: %w", t, err)
 				}
 			}

@@ -1,15 +1,26 @@
 // Package sqlite is the embedded engine: package engine's collections in
-// SQLite files (modernc.org/sqlite, pure Go), with every scalar of every
-// document indexed, so that the filters of package engine's grammar are
-// answered by index lookups rather than by reading documents.
+// SQLite files, with every scalar of every document indexed, so that the
+// filters of package engine's grammar (see its documentation: this
+// package compiles exactly that grammar, and refuses anything else with
+// engine.ErrUnsupported) are answered by index lookups, not by reading
+// documents.
 //
-// # Storage
+// # Files and connections
 //
-// Each database is one file, <dir>/<database>.db, in WAL mode so that
-// readers never wait for the writer and several processes can share it
-// (busy_timeout makes writers of different processes take turns). A file
-// has one writer connection (all writes, each in one transaction) and a
-// pool of query_only reader connections.
+// Each database is one file, <dir>/<database>.db (8 KiB pages), in WAL
+// mode so that readers never wait for the writer and several processes
+// can share it: busy_timeout makes writers of different processes take
+// turns. A file has one writer connection (every write is one BEGIN
+// IMMEDIATE transaction) and a pool of query_only readers; every read
+// runs in a read transaction, so what it plans with and what it reads are
+// one snapshot. Connections map the file into memory (mmap) and keep a
+// modest page cache. The engine drives SQLite (modernc.org/sqlite, SQLite
+// compiled to Go) through its C API rather than database/sql, whose
+// driver prepares every statement anew on each execution: each connection
+// keeps its statements prepared, keyed by their SQL, which depends on a
+// filter's shape, not on its values.
+//
+// # Tables
 //
 // A collection C is two tables, created on its first write:
 //
@@ -17,40 +28,59 @@
 //	"x_C" (f TEXT, v ANY, rid INTEGER, PRIMARY KEY (f, v, rid)) STRICT, WITHOUT ROWID
 //	index "r_C" ON "x_C" (rid, f, v)
 //
-// d_C holds each document as inserted (returned verbatim); x_C holds its
-// index entries: one row per scalar leaf, f its dotted path (array
-// elements share their array's path, as in MongoDB), v its value: strings
-// as TEXT, numbers as REAL (so that they compare as numbers), booleans as
-// INTEGER 0/1, datetimes as INTEGER milliseconds since the epoch. A null,
-// an empty array or document and any other BSON type leave a marker BLOB
-// at their path, so that $exists and null equality are exact; markers
-// never equal a filter value and sort after every scalar. The subtrees of
-// "_id" (the id column), "resource" and "numText" (large, never filtered
-// on) have no entries; filters on them are refused.
+// d_C holds each document as inserted, returned verbatim; x_C its index
+// entries: one row per scalar leaf, f its dotted path (array elements
+// share their array's path, as in MongoDB), v its value. Each kind of
+// value has a range of SQLite values of its own, so that a comparison
+// (an index range) never mixes kinds and no typeof() test is needed (it
+// tripled the cost of counting): numbers are REAL (int32, int64 and
+// double compare as numbers), strings TEXT, booleans the BLOB 0x10 0|1,
+// datetimes the BLOB 0x20 followed by the big-endian milliseconds since
+// the epoch with the sign bit flipped. That is also the order MongoDB
+// sorts these kinds in. A null, an empty array or document and any other
+// BSON type leave a marker (a BLOB from 0xF0, after every scalar) at
+// their path, so that $exists and null equality are exact; markers never
+// equal a filter value and never sort. The subtrees of "_id" (the id
+// column), "resource" and "numText" (large, never filtered on) have no
+// entries: filters on them are refused.
 //
-// The shared table "_paths" (c, f, n) counts, per collection, the
-// documents holding a scalar at each path (f = "\x00": all documents),
-// kept in the writes' transactions; the planner uses it to size
-// collections and to know when no document lacks a sort path. "_indexes"
-// (c, name) records the names CreateIndexes was given: x_C already indexes
-// every path.
+// The shared table "_paths" (c, f, n, e) counts, per collection and path,
+// the documents holding a scalar there (n) and the scalar entries (e);
+// f = "\x00" counts the documents. Writes keep it in their transactions.
+// "_indexes" (c, name, keys) records what CreateIndexes was given: x_C
+// already indexes every path. Drop drops every table of the file (the
+// file stays: other processes may have it open).
 //
-// # Queries
+// # Plans
 //
-// Filters (package engine's grammar; see its documentation) compile to SQL
-// over d_C: every condition on a path is an index lookup in x_C (an EXISTS
-// on (rid, f, v), or, for the condition that drives the query, a range of
-// the (f, v, rid) key); conditions on _id use d_C.id. Anything outside the
-// grammar is refused with engine.ErrUnsupported, never scanned for.
+// A filter compiles to conditions on paths (an index range of x_C's key
+// (f, v) each; on _id, of d_C.id). The planner reads, in one statement,
+// the path counts and a glance at each condition (its first 16 entries;
+// for an equality on a boolean, the entries holding the other value,
+// usually few: deleted: false matches all documents but the deleted);
+// when none is that selective, it counts the conditions in order of
+// likely selectivity, each only as far as the least before it. Then:
 //
-// A sorted Find with a limit is planned one of two ways: driven by its
-// most selective condition, sorting the matches, or walking the first
-// sort path's index entries in order and checking the conditions on each
-// document until the page is full. The planner counts each condition's
-// entries up to a cap (a bounded index range count) and picks the walk
-// when no condition is selective enough for sorting its matches to be
-// cheaper than walking limit×(documents/matches) entries. Documents
-// without a value at a walked sort path (they sort as null) are read by
-// a second query, before or after the walk, only when the path counts say
-// some document lacks the path.
+//   - A Find with a sort and a limit either reads the matches of its most
+//     selective condition, checks the others and sorts them (sort values
+//     and rids first, then the page's documents), or walks the first sort
+//     path's entries in order, checking the conditions on each document
+//     until the page is full. It walks when no condition matches fewer
+//     than max(2 limit, sqrt(limit × documents)) entries: a walk reads
+//     about limit × documents / matches entries. The walk starts and stops
+//     where the filter bounds the path (the keyset conditions of paging),
+//     and checks conditions on the path on the walked value itself. Ties
+//     are sorted as the walk goes. Documents without a value at the walked
+//     path (they sort as null: first ascending, last descending) are read
+//     by a second query only when the path counts say some document
+//     lacks it.
+//   - Conditions matching at most one entry per document (equalities, and
+//     any condition on a path no document holds several values at) are
+//     joins on r_C; others are EXISTS subqueries on it.
+//   - Count drives from the most selective condition; an equality on a
+//     boolean whose other value few documents hold is counted as the
+//     count without it less the documents holding the other value.
+//
+// Writes compute a document's entries in Go; a replacement rewrites only
+// the entries that changed.
 package sqlite

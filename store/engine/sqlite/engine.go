@@ -32,6 +32,7 @@ type Engine struct {
 	opts Options
 	log  *zap.Logger
 	ids  atomic.Int64 // monitor request ids
+	pins *pinned
 
 	mu     sync.Mutex
 	files  map[string]*file
@@ -56,7 +57,7 @@ func Open(ctx context.Context, dir string, opts Options) (*Engine, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &Engine{dir: dir, opts: opts, log: log, files: map[string]*file{}}, nil
+	return &Engine{dir: dir, opts: opts, log: log, files: map[string]*file{}, pins: pin()}, nil
 }
 
 // Name is "sqlite".
@@ -89,9 +90,12 @@ func (e *Engine) Ping(ctx context.Context) error {
 // Close closes every file; the engine cannot be used afterwards.
 func (e *Engine) Close(ctx context.Context) error {
 	e.mu.Lock()
-	files := e.files
+	files, closed := e.files, e.closed
 	e.files, e.closed = map[string]*file{}, true
 	e.mu.Unlock()
+	if !closed {
+		defer e.pins.release()
+	}
 	var errs []error
 	for name, f := range files {
 		if err := f.close(); err != nil {
@@ -114,7 +118,7 @@ func (e *Engine) file(ctx context.Context, name string) (*file, error) {
 	if f, ok := e.files[name]; ok {
 		return f, nil
 	}
-	f, err := openFile(ctx, e.dir, name, e.opts.ReadConns)
+	f, err := openFile(e.dir, name, e.opts.ReadConns)
 	if err != nil {
 		return nil, err
 	}

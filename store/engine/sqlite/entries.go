@@ -20,7 +20,7 @@ type entry struct {
 var unindexed = map[string]bool{"_id": true, "resource": true, "numText": true}
 
 // isMarker tells marker values from scalars.
-func isMarker(v any) bool { _, ok := v.([]byte); return ok }
+func isMarker(v any) bool { b, ok := v.([]byte); return ok && b[0] >= tagMark }
 
 // docEntries lists doc's index entries, sorted by (f, v) and without
 // duplicates (values SQLite holds equal count once).
@@ -66,7 +66,7 @@ func appendEntries(out *[]entry, path string, v bsoncore.Value, inArray bool) er
 		}
 		return add(markOther)
 	case bsoncore.TypeDateTime:
-		return add(v.DateTime())
+		return add(timeValue(v.DateTime()))
 	case bsoncore.TypeNull:
 		return add(markNull)
 	case bsoncore.TypeEmbeddedDocument:
@@ -113,17 +113,4 @@ func eachElement(doc []byte, fn func(key string, v bsoncore.Value) error) error 
 		}
 	}
 	return nil
-}
-
-// scalarPaths lists the distinct paths of entries that hold scalars
-// (sorted entries in, sorted paths out).
-func scalarPaths(entries []entry) []string {
-	var out []string
-	for _, e := range entries {
-		if isMarker(e.v) || (len(out) > 0 && out[len(out)-1] == e.f) {
-			continue
-		}
-		out = append(out, e.f)
-	}
-	return out
 }

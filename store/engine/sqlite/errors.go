@@ -2,12 +2,10 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"strings"
 
-	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"fhirstore/store/engine"
@@ -31,25 +29,23 @@ func classify(op string, err error) error {
 }
 
 func sqliteCode(err error) int {
-	var se *sqlite.Error
+	var se *sqliteError
 	if errors.As(err, &se) {
-		return se.Code() & 0xff // the primary result code
+		return se.code & 0xff // the primary result code
 	}
 	return -1
 }
 
 func isUnique(err error) bool {
-	var se *sqlite.Error
-	return errors.As(err, &se) && (se.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE || se.Code() == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY)
+	var se *sqliteError
+	return errors.As(err, &se) && (se.code == sqlite3.SQLITE_CONSTRAINT_UNIQUE || se.code == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY)
 }
 
 // unreachable tells the errors that mean the database cannot be used now:
 // a closed engine, a file that cannot be opened or read, a lock held too
 // long by another process, or the caller giving up while waiting.
 func unreachable(err error) bool {
-	if errors.Is(err, sql.ErrConnDone) || errors.Is(err, errClosed) ||
-		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
-		strings.Contains(err.Error(), "sql: database is closed") {
+	if errors.Is(err, errClosed) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return true
 	}
 	switch sqliteCode(err) {
@@ -64,7 +60,8 @@ func unreachable(err error) bool {
 // noTable tells the error of reading a collection that has no tables yet
 // (or any more): it holds nothing.
 func noTable(err error) bool {
-	return err != nil && sqliteCode(err) == sqlite3.SQLITE_ERROR && strings.Contains(err.Error(), "no such table")
+	var se *sqliteError
+	return errors.As(err, &se) && se.code&0xff == sqlite3.SQLITE_ERROR && strings.HasPrefix(se.msg, "no such table")
 }
 
 // errClosed is the error of using a closed engine.

@@ -2,17 +2,68 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"math"
+	"slices"
 )
 
-// unbounded stands for "as many as the collection holds" in estimates.
+// unbounded stands for "at least as many as the cap" in estimates.
 const unbounded = math.MaxInt64
 
-// estimates are capped counts of the index entries (or ids) each leaf
-// condition matches: exact below the cap they were counted with.
-type estimates map[any]int64
+// probeCap is how far conditions are counted when the plan only needs
+// the most selective one (no sort and limit to weigh them against).
+const probeCap = 4096
+
+// glance is how far every condition is counted first: when one matches
+// fewer entries, it drives and the others need no further counting.
+const glance = 16
+
+// maxProbes bounds the conditions counted for one plan.
+const maxProbes = 16
+
+// pathStat counts, at a path, the documents holding a scalar (n) and the
+// scalar entries (e): e == n when no document holds several.
+type pathStat struct{ n, e int64 }
+
+// stats are what a plan is chosen by. They are read in one statement, in
+// the read transaction of the query they plan, so they describe exactly
+// the documents it reads.
+type stats struct {
+	known     bool // read (else: nothing known, every count unbounded)
+	docs      int64
+	paths     map[string]pathStat
+	est       map[any]int64 // leaf condition: matching entries (unbounded: the cap or more)
+	comp      map[any]int64 // equality on a boolean: entries of its path with another value, when few
+	threshold int64         // a driver matching more is slower than a walk
+}
+
+// single tells whether every document holds at most one scalar at path,
+// so that a condition on it matches at most one entry per document.
+func (st *stats) single(path string) bool {
+	if !st.known {
+		return false
+	}
+	ps := st.paths[path]
+	return ps.e == ps.n
+}
+
+// rareLimit is how many documents may hold another value than an
+// equality's for it to be checked as "not one of those".
+const rareLimit = 1024
+
+// rare tells an equality that every document but few satisfies, and how
+// many do not: every document holds one scalar at its path, and few hold
+// another than its value.
+func (st *stats) rare(fe *fieldExpr) (int64, bool) {
+	if fe == nil {
+		return 0, false
+	}
+	few, ok := st.comp[fe]
+	if !ok || few > rareLimit || !st.single(fe.path) || st.paths[fe.path].n != st.docs {
+		return 0, false
+	}
+	return few, true
+}
 
 // canDrive tells whether x's matches can be listed from the index (a
 // positive condition), rather than only checked document by document.
@@ -30,13 +81,51 @@ func canDrive(x expr) bool {
 		}
 		return true
 	case andExpr:
-		for _, k := range y {
-			if canDrive(k) {
-				return true
-			}
-		}
+		return slices.ContainsFunc(y, canDrive)
 	}
 	return false
+}
+
+// rank orders leaf conditions by how selective they usually are: probed
+// in this order, each is counted only as far as the best before it, and
+// ties go to the first.
+func rank(x expr) int {
+	switch y := x.(type) {
+	case *idExpr:
+		return 0
+	case *fieldExpr:
+		switch {
+		case y.op == opExists:
+			return 8
+		case y.kind == kindBool:
+			return 7
+		case y.op == opSubstr:
+			return 6
+		case y.op == opEq || y.op == opIn:
+			if y.kind == kindString {
+				return 1
+			}
+			return 3
+		case y.op == opPrefix:
+			return 2
+		}
+		return 4
+	}
+	return 9
+}
+
+// static is the number of matches of an _id condition known without
+// counting (-1: it needs counting).
+func static(x expr) int64 {
+	if ie, ok := x.(*idExpr); ok {
+		switch ie.op {
+		case opEq:
+			return 1
+		case opIn:
+			return int64(len(ie.vals))
+		}
+	}
+	return -1
 }
 
 // leaves appends the leaf conditions a driver for x could list from.
@@ -45,7 +134,7 @@ func leaves(x expr, out []any) []any {
 	case *fieldExpr:
 		return append(out, y)
 	case *idExpr:
-		if y.op != opEq && y.op != opIn {
+		if static(y) < 0 {
 			return append(out, y)
 		}
 	case orExpr:
@@ -63,19 +152,16 @@ func leaves(x expr, out []any) []any {
 }
 
 // estimate is how many rows listing x's matches reads (unbounded when x
-// cannot be listed).
-func (e estimates) estimate(x expr) int64 {
+// cannot be listed, or when its count reached the cap).
+func (st *stats) estimate(x expr) int64 {
+	if n := static(x); n >= 0 {
+		return n
+	}
 	switch y := x.(type) {
-	case *fieldExpr:
-		return e.get(y)
-	case *idExpr:
-		switch y.op {
-		case opEq:
-			return 1
-		case opIn:
-			return int64(len(y.vals))
+	case *fieldExpr, *idExpr:
+		if n, ok := st.est[y]; ok {
+			return n
 		}
-		return e.get(y)
 	case constExpr:
 		if !y {
 			return 0
@@ -83,7 +169,7 @@ func (e estimates) estimate(x expr) int64 {
 	case orExpr:
 		var sum int64
 		for _, k := range y {
-			n := e.estimate(k)
+			n := st.estimate(k)
 			if n == unbounded || sum > unbounded-n {
 				return unbounded
 			}
@@ -91,116 +177,221 @@ func (e estimates) estimate(x expr) int64 {
 		}
 		return sum
 	case andExpr:
-		best := int64(unbounded)
-		for _, k := range y {
-			if canDrive(k) {
-				best = min(best, e.estimate(k))
-			}
-		}
-		return best
+		return st.estimate(y[st.best(y)])
 	}
 	return unbounded
 }
 
-func (e estimates) get(leaf any) int64 {
-	if n, ok := e[leaf]; ok {
-		return n
-	}
-	return unbounded
-}
-
-// best picks the conjunct to drive from: the one listing the fewest rows
-// (-1 when none can drive).
-func (e estimates) best(cs []expr) int {
-	at, least := -1, int64(0)
+// best picks the conjunct to drive from: the one listing the fewest rows,
+// the better ranked on ties (-1 when none can drive).
+func (st *stats) best(cs []expr) int {
+	at, least, r := -1, int64(0), 0
 	for i, c := range cs {
 		if !canDrive(c) {
 			continue
 		}
-		if n := e.estimate(c); at < 0 || n < least {
-			at, least = i, n
+		n, cr := st.estimate(c), rank(c)
+		if at < 0 || n < least || n == least && cr < r {
+			at, least, r = i, n, cr
 		}
 	}
 	return at
 }
 
-// probe counts, in one statement, the entries (or ids) of each leaf up to
-// limit, adding them to e.
-func (p *planner) probe(ctx context.Context, e estimates, ls []any, limit int64) error {
-	if len(ls) == 0 {
-		return nil
-	}
-	var b builder
-	b.WriteString("SELECT ")
-	for i, l := range ls {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString("(SELECT count(*) FROM (SELECT 1 FROM ")
-		switch y := l.(type) {
-		case *fieldExpr:
-			b.WriteString(p.n.x + " WHERE ")
-			b.entryCond("", y)
-		case *idExpr:
-			b.WriteString(p.n.d + " AS d WHERE ")
-			b.idCond("d.id", y)
-		}
-		b.WriteString(" LIMIT ")
-		b.arg(limit)
-		b.WriteString("))")
-	}
-	counts := make([]int64, len(ls))
-	dest := make([]any, len(ls))
-	for i := range counts {
-		dest[i] = &counts[i]
-	}
-	if err := p.q.queryRow(ctx, b.String(), b.args, dest...); err != nil {
-		return fmt.Errorf("estimate conditions: %w", err)
-	}
-	for i, l := range ls {
-		n := counts[i]
-		if n >= limit {
-			n = unbounded
-		}
-		if old, ok := e[l]; !ok || old == unbounded {
-			e[l] = n
+// readStats reads the document counts of the collection and of paths,
+// and counts the entries of the leaf conditions of cs up to a cap: with
+// a sort and want rows, max(2 want, sqrt(want × documents)), the size
+// from which driving is slower than walking; else probeCap. One
+// statement reads the counts and glances at every leaf (up to glance
+// entries; for an equality on a boolean, it counts the other value's
+// entries instead, usually few). When no leaf is below the glance, the
+// top-level leaves are counted in rank order, each only up to one more
+// than the least counted before it, one statement each, then the others.
+func (p *planner) readStats(ctx context.Context, cs []expr, paths []string, want int64, sorted, counting bool) (*stats, error) {
+	var chained, plain []any
+	for _, c := range cs {
+		switch {
+		case !canDrive(c) || static(c) >= 0:
+		case rank(c) < 9:
+			chained = append(chained, c)
+		default:
+			plain = leaves(c, plain)
 		}
 	}
-	return nil
-}
+	slices.SortStableFunc(chained, func(a, b any) int { return rank(a) - rank(b) })
+	// Beyond maxProbes, conditions are not counted (they cannot drive).
+	chained = chained[:min(len(chained), maxProbes)]
+	plain = plain[:min(len(plain), maxProbes-len(chained))]
+	all := append(slices.Clone(chained), plain...)
+	for _, x := range cs {
+		paths = appendPaths(x, paths)
+	}
+	slices.Sort(paths)
+	paths = slices.Compact(paths)
 
-// counts reads the number of documents of the collection and of those
-// holding a scalar at each path (-1 when the counts are not there).
-func (p *planner) counts(ctx context.Context, paths ...string) (int64, []int64, error) {
 	var b builder
 	b.WriteString("SELECT ")
 	for i, f := range append([]string{docsPath}, paths...) {
-		if i > 0 {
-			b.WriteString(", ")
+		for j, col := range []string{"n", "e"} {
+			if i+j > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString("(SELECT " + col + " FROM " + pathsTable + " WHERE c = ")
+			b.arg(p.n.coll)
+			b.WriteString(" AND f = ")
+			b.arg(f)
+			b.WriteString(")")
 		}
-		b.WriteString("(SELECT n FROM " + pathsTable + " WHERE c = ")
-		b.arg(p.n.coll)
-		b.WriteString(" AND f = ")
-		b.arg(f)
-		b.WriteString(")")
 	}
-	vals := make([]sql.NullInt64, len(paths)+1)
+	for _, l := range all {
+		b.WriteString(", ")
+		p.countLeaf(&b, l, glance)
+		b.WriteString(", ")
+		if fe, ok := l.(*fieldExpr); ok && twoValued(fe) {
+			p.countOthers(&b, fe, probeCap)
+		} else {
+			b.WriteString("NULL")
+		}
+	}
+	vals := make([]nullInt64, 2*(1+len(paths))+2*len(all))
 	dest := make([]any, len(vals))
 	for i := range vals {
 		dest[i] = &vals[i]
 	}
-	if err := p.q.queryRow(ctx, b.String(), b.args, dest...); err != nil {
-		return 0, nil, fmt.Errorf("read path counts: %w", err)
+	if _, err := p.q.queryRow(ctx, b.String(), b.args, dest...); err != nil {
+		return nil, fmt.Errorf("read statistics: %w", err)
 	}
-	out := make([]int64, len(paths))
-	for i := range out {
-		out[i] = -1
-		if vals[i+1].Valid {
-			out[i] = vals[i+1].Int64
+	st := &stats{known: true, docs: vals[0].v, paths: map[string]pathStat{}, est: map[any]int64{}, comp: map[any]int64{}, threshold: unbounded}
+	for i, f := range paths {
+		st.paths[f] = pathStat{n: vals[2+2*i].v, e: vals[3+2*i].v}
+	}
+	limit := int64(probeCap)
+	if sorted && want > 0 {
+		limit = max(2*want, int64(math.Sqrt(float64(want)*float64(max(st.docs, 0)))))
+		st.threshold = limit
+	}
+	limit++ // counting to the threshold plus one tells "above it"
+	least := limit
+	var rest []any // leaves to count further
+	at := 2 * (1 + len(paths))
+	for i, l := range all {
+		g, o := vals[at+2*i].v, vals[at+2*i+1]
+		switch {
+		case g < glance:
+			st.est[l] = g
+			least = min(least, g+1)
+		case o.ok && o.v < probeCap:
+			fe := l.(*fieldExpr)
+			n := st.paths[fe.path].e - o.v // the path's entries less the others
+			st.est[l], st.comp[l] = n, o.v
+			if i < len(chained) {
+				least = min(least, n+1)
+			}
+		default:
+			st.est[l] = unbounded
+			rest = append(rest, l)
 		}
 	}
-	if !vals[0].Valid {
-		return -1, out, nil
+	if least <= glance {
+		return st, nil // a leaf below the glance drives
 	}
-	return vals[0].Int64, out, nil
+	if counting && countsWithout(cs, st) {
+		return st, nil // nothing to choose between
+	}
+	for _, l := range rest {
+		var n int64
+		var b builder
+		b.WriteString("SELECT ")
+		p.countLeaf(&b, l, least)
+		if _, err := p.q.queryRow(ctx, b.String(), b.args, &n); err != nil {
+			return nil, fmt.Errorf("read statistics: %w", err)
+		}
+		if n < least {
+			st.est[l] = n
+			if slices.Contains(chained, l) {
+				least = n + 1
+			}
+		}
+	}
+	return st, nil
+}
+
+// countsWithout tells whether a Count of cs is the count without a rare
+// equality less the few documents without it, the rest having at most one
+// condition to drive from: nothing to choose.
+func countsWithout(cs []expr, st *stats) bool {
+	for i, c := range cs {
+		if fe, ok := c.(*fieldExpr); ok {
+			if _, rare := st.rare(fe); rare {
+				drivers := 0
+				for _, o := range without(cs, i) {
+					if canDrive(o) {
+						drivers++
+					}
+				}
+				return drivers <= 1
+			}
+		}
+	}
+	return false
+}
+
+// countLeaf writes a count of the entries (or ids) matching leaf l, up
+// to limit.
+func (p *planner) countLeaf(b *builder, l any, limit int64) {
+	b.WriteString("(SELECT count(*) FROM (SELECT 1 FROM ")
+	switch y := l.(type) {
+	case *fieldExpr:
+		b.WriteString(p.n.x + " WHERE ")
+		b.entryCond("", y)
+	case *idExpr:
+		b.WriteString(p.n.d + " AS d WHERE ")
+		b.idCond("d.id", y)
+	}
+	b.WriteString(" LIMIT ")
+	b.arg(limit)
+	b.WriteString("))")
+}
+
+// countOthers writes a count of the scalar entries at fe's path that do
+// not equal its value, up to limit (twice: below and above it).
+func (p *planner) countOthers(b *builder, fe *fieldExpr, limit int64) {
+	b.WriteString("(SELECT count(*) FROM (SELECT 1 FROM " + p.n.x + " WHERE f = ")
+	b.arg(fe.path)
+	b.WriteString(" AND v < ")
+	b.arg(fe.vals[0])
+	b.WriteString(" LIMIT ")
+	b.arg(limit)
+	b.WriteString(")) + (SELECT count(*) FROM (SELECT 1 FROM " + p.n.x + " WHERE f = ")
+	b.arg(fe.path)
+	b.WriteString(" AND v > ")
+	b.arg(fe.vals[0])
+	b.WriteString(" AND v < " + minMark + " LIMIT ")
+	b.arg(limit)
+	b.WriteString("))")
+}
+
+// twoValued tells an equality on a boolean: the other value is counted.
+func twoValued(l expr) bool {
+	fe, ok := l.(*fieldExpr)
+	return ok && fe.op == opEq && fe.kind == kindBool
+}
+
+// appendPaths appends the paths x has conditions on.
+func appendPaths(x expr, out []string) []string {
+	switch y := x.(type) {
+	case *fieldExpr:
+		return append(out, y.path)
+	case notExpr:
+		return appendPaths(y.x, out)
+	case andExpr:
+		for _, k := range y {
+			out = appendPaths(k, out)
+		}
+	case orExpr:
+		for _, k := range y {
+			out = appendPaths(k, out)
+		}
+	}
+	return out
 }

@@ -2,13 +2,12 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"path/filepath"
 	"strings"
 	"sync"
 
-	_ "modernc.org/sqlite" // registers the "sqlite" driver
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // pathsTable counts documents per path (see the package documentation);
@@ -19,111 +18,122 @@ const (
 	docsPath     = "\x00"
 )
 
-// pragmas configure every connection: WAL so that readers and the writer
-// do not block each other, waiting (not failing) for other processes'
-// writes, and a modest page cache per connection.
-var pragmas = []string{
-	"busy_timeout(10000)",
-	"journal_mode(WAL)",
-	"synchronous(NORMAL)",
-	"foreign_keys(0)",
-	"cache_size(-16384)",
-	"temp_store(MEMORY)",
-}
+// pragmas configure every connection: waiting (not failing) for other
+// processes' writes, and a modest page cache per connection; the writer
+// also sets WAL (so that readers and the writer do not block each other)
+// and NORMAL synchronization (durable at checkpoints).
+var (
+	pragmas       = []string{"busy_timeout = 10000", "cache_size = -16384", "temp_store = MEMORY", "foreign_keys = 0", "mmap_size = 1073741824"}
+	writerPragmas = []string{"page_size = 8192", "journal_mode = WAL", "synchronous = NORMAL", "wal_autocheckpoint = 8192"}
+	readerPragmas = []string{"query_only = 1"}
+)
 
 // file is one database's SQLite file: its writer and its readers.
 type file struct {
-	name   string
-	w      *sql.DB   // the writer's pool: wc only
-	r      *sql.DB   // query_only connections
-	rstmts *stmtCache // prepared on r
+	name string
+	path string
 
-	wmu    sync.Mutex           // held by the write transaction in progress
-	wc     *sql.Conn            // every write, in transactions begun by write
-	wstmts map[string]*sql.Stmt // prepared on wc, under wmu
+	wmu sync.Mutex // held by the write transaction in progress
+	w   *conn      // every write, in transactions begun by write
+
+	turns chan struct{} // one per reader in use (at most ReadConns)
 
 	mu     sync.Mutex
+	idle   []*conn         // readers not in use, the last used last
 	tables map[string]bool // collections whose tables are known to exist
+	closed bool
 }
 
 // openFile opens (creating it if need be) the file of database name in dir.
-func openFile(ctx context.Context, dir, name string, readConns int) (*file, error) {
+func openFile(dir, name string, readConns int) (*file, error) {
 	path := filepath.Join(dir, name+".db")
-	w, err := sql.Open("sqlite", dsn(path))
+	w, err := openConn(path, append(append([]string{}, pragmas...), writerPragmas...))
 	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", path, err)
+		return nil, classify("open "+path, err)
 	}
-	w.SetMaxOpenConns(1)
-	w.SetMaxIdleConns(1)
-	w.SetConnMaxLifetime(0)
-	w.SetConnMaxIdleTime(0)
-	wc, err := w.Conn(ctx)
-	if err == nil {
-		err = wc.PingContext(ctx)
-	}
-	if err != nil {
-		w.Close()
-		return nil, classify(fmt.Sprintf("open %s", path), err)
-	}
-	r, err := sql.Open("sqlite", dsn(path, "_pragma=query_only(1)"))
-	if err != nil {
-		w.Close()
-		return nil, fmt.Errorf("open %s for reading: %w", path, err)
-	}
-	r.SetMaxOpenConns(readConns)
-	r.SetMaxIdleConns(readConns)
-	r.SetConnMaxLifetime(0)
-	r.SetConnMaxIdleTime(0)
 	return &file{
 		name:   name,
+		path:   path,
 		w:      w,
-		wc:     wc,
-		wstmts: map[string]*sql.Stmt{},
-		r:      r,
-		rstmts: newStmtCache(r),
+		turns:  make(chan struct{}, readConns),
 		tables: map[string]bool{},
 	}, nil
 }
 
-// dsn is the driver's name for path with the pragmas and extra parameters.
-func dsn(path string, extra ...string) string {
-	var q []string
-	for _, p := range pragmas {
-		q = append(q, "_pragma="+p)
+// reader takes a reader connection (opening one when all are in use and
+// fewer than ReadConns are open), in a read transaction: what a read
+// plans with and reads is one snapshot. release ends the transaction and
+// gives the connection back.
+func (f *file) reader(ctx context.Context) (*conn, error) {
+	c, err := f.take(ctx)
+	if err != nil {
+		return nil, err
 	}
-	q = append(q, extra...)
-	return "file:" + escapePath(path) + "?" + strings.Join(q, "&")
+	if _, err := c.exec(ctx, "BEGIN"); err != nil {
+		f.release(c)
+		return nil, fmt.Errorf("begin reading %s: %w", f.name, err)
+	}
+	return c, nil
 }
 
-// escapePath percent-encodes what a file: URI cannot hold literally.
-func escapePath(p string) string {
-	var b strings.Builder
-	for i := 0; i < len(p); i++ {
-		c := p[i]
-		if c == '%' || c == '?' || c == '#' || c < 0x20 || c == 0x7f {
-			fmt.Fprintf(&b, "%%%02X", c)
-			continue
+// take waits for a turn and takes the reader used last (its page cache is
+// the warmest), opening one when none is idle.
+func (f *file) take(ctx context.Context) (*conn, error) {
+	select {
+	case f.turns <- struct{}{}:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("wait for a reader of %s: %w", f.name, ctx.Err())
+	}
+	f.mu.Lock()
+	if n := len(f.idle); n > 0 {
+		c := f.idle[n-1]
+		f.idle = f.idle[:n-1]
+		f.mu.Unlock()
+		return c, nil
+	}
+	f.mu.Unlock()
+	c, err := openConn(f.path, append(append([]string{}, pragmas...), readerPragmas...))
+	if err != nil {
+		<-f.turns
+		return nil, fmt.Errorf("open %s for reading: %w", f.path, err)
+	}
+	return c, nil
+}
+
+// release ends a reader's transaction and gives it back.
+func (f *file) release(c *conn) {
+	if sqlite3.Xsqlite3_get_autocommit(c.tls, c.db) == 0 {
+		if _, err := c.exec(context.Background(), "COMMIT"); err != nil {
+			_, _ = c.exec(context.Background(), "ROLLBACK")
 		}
-		b.WriteByte(c)
 	}
-	return b.String()
+	f.mu.Lock()
+	closed := f.closed
+	if !closed {
+		f.idle = append(f.idle, c)
+	}
+	f.mu.Unlock()
+	if closed {
+		c.close()
+	}
+	<-f.turns
 }
 
-// close closes the file's connections.
+// close closes the writer and the idle readers (readers in use close when
+// released).
 func (f *file) close() error {
+	f.mu.Lock()
+	f.closed = true
+	idle := f.idle
+	f.idle = nil
+	f.mu.Unlock()
+	for _, c := range idle {
+		c.close()
+	}
 	f.wmu.Lock()
 	defer f.wmu.Unlock()
-	for _, s := range f.wstmts {
-		s.Close()
-	}
-	f.rstmts.close()
-	f.wc.Close()
-	werr := f.w.Close()
-	rerr := f.r.Close()
-	if werr != nil {
-		return werr
-	}
-	return rerr
+	_ = f.w.run(context.Background(), "PRAGMA optimize")
+	return f.w.close()
 }
 
 // known tells whether the collection's tables were created by this process.
@@ -148,37 +158,48 @@ func (f *file) remember(coll string) {
 
 // write runs fn in a write transaction (BEGIN IMMEDIATE: it waits for
 // other processes' writers rather than failing at its first write).
-func (f *file) write(ctx context.Context, fn func(w writer) error) (err error) {
+func (f *file) write(ctx context.Context, fn func(w *conn) error) (err error) {
 	f.wmu.Lock()
 	defer f.wmu.Unlock()
-	if _, err := f.wc.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+	f.mu.Lock()
+	closed := f.closed
+	f.mu.Unlock()
+	if closed {
+		return errClosed
+	}
+	if _, err := f.w.exec(ctx, "BEGIN IMMEDIATE"); err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
-	defer func() {
-		if err == nil {
-			if _, err = f.wc.ExecContext(ctx, "COMMIT"); err == nil {
-				return
-			}
-			err = fmt.Errorf("commit: %w", err)
+	committed := false
+	defer func() { // also when fn panics
+		if committed {
+			return
 		}
-		if _, rerr := f.wc.ExecContext(context.WithoutCancel(ctx), "ROLLBACK"); rerr != nil && !strings.Contains(rerr.Error(), "no transaction") {
+		if _, rerr := f.w.exec(context.WithoutCancel(ctx), "ROLLBACK"); rerr != nil && !strings.Contains(rerr.Error(), "no transaction") && err != nil {
 			err = fmt.Errorf("%w (and roll back: %v)", err, rerr)
 		}
 	}()
-	return fn(writer{f})
+	if err := fn(f.w); err != nil {
+		return err
+	}
+	if _, err := f.w.exec(ctx, "COMMIT"); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	committed = true
+	return nil
 }
 
 // createTables creates the collection's tables (and the shared ones).
-func createTables(ctx context.Context, w writer, n names) error {
+func createTables(ctx context.Context, w *conn, n names) error {
 	stmts := []string{
-		"CREATE TABLE IF NOT EXISTS " + pathsTable + " (c TEXT NOT NULL, f TEXT NOT NULL, n INTEGER NOT NULL, PRIMARY KEY (c, f)) WITHOUT ROWID",
+		"CREATE TABLE IF NOT EXISTS " + pathsTable + " (c TEXT NOT NULL, f TEXT NOT NULL, n INTEGER NOT NULL, e INTEGER NOT NULL, PRIMARY KEY (c, f)) WITHOUT ROWID",
 		"CREATE TABLE IF NOT EXISTS " + indexesTable + " (c TEXT NOT NULL, name TEXT NOT NULL, keys BLOB, PRIMARY KEY (c, name)) WITHOUT ROWID",
 		"CREATE TABLE IF NOT EXISTS " + n.d + " (rid INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, doc BLOB NOT NULL)",
 		"CREATE TABLE IF NOT EXISTS " + n.x + " (f TEXT NOT NULL, v ANY NOT NULL, rid INTEGER NOT NULL, PRIMARY KEY (f, v, rid)) STRICT, WITHOUT ROWID",
 		"CREATE INDEX IF NOT EXISTS " + n.r + " ON " + n.x + " (rid, f, v)",
 	}
 	for _, s := range stmts {
-		if _, err := w.f.wc.ExecContext(ctx, s); err != nil {
+		if err := w.run(ctx, s); err != nil {
 			return fmt.Errorf("create tables of %s: %w", n.coll, err)
 		}
 	}

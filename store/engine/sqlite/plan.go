@@ -3,15 +3,14 @@ package sqlite
 import (
 	"context"
 	"fmt"
-	"math"
 	"slices"
 )
 
-// planner writes the SQL of one collection's reads.
+// planner writes the SQL of one collection's reads, on one connection.
 type planner struct {
 	n    names
-	q    querier
-	cols string // what Find steps select ("d.doc", or "d.rid, d.doc" for writes)
+	q    *conn
+	cols string // what Find steps select ("d.doc", or "d.rid, d.id, d.doc" for writes)
 }
 
 // step is one query of a Find: "SELECT <cols> ..." without LIMIT/OFFSET.
@@ -23,9 +22,61 @@ type step struct {
 // stepFunc plans a step when the cursor gets to it (nil: nothing to read).
 type stepFunc func(ctx context.Context) (*step, error)
 
-// probeCap is how far conditions are counted when the plan only needs the
-// most selective one.
-const probeCap = 4096
+func ready(s *step) stepFunc { return func(context.Context) (*step, error) { return s, nil } }
+
+// query is an SQL SELECT under construction.
+type query struct {
+	sel, from, where, order builder
+	aliases                 int
+}
+
+// alias names a new table of the query.
+func (q *query) alias(prefix string) string {
+	q.aliases++
+	return prefix + itoa(int64(q.aliases))
+}
+
+func (q *query) step() *step {
+	var b builder
+	b.WriteString("SELECT ")
+	b.append(&q.sel)
+	b.WriteString(" FROM ")
+	b.append(&q.from)
+	b.WriteString(" WHERE 1")
+	b.append(&q.where)
+	if q.order.Len() > 0 {
+		b.WriteString(" ORDER BY ")
+		b.append(&q.order)
+	}
+	return &step{sql: b.String(), args: b.args}
+}
+
+// walked is the sort path a walk reads in order and the column holding
+// its value: conditions on the path are checked on it.
+type walked struct{ path, col string }
+
+// stats reads the plan's statistics unless nothing depends on them.
+func (p *planner) stats(ctx context.Context, cs []expr, keys []sortKey, want int64) (*stats, error) {
+	drivers, simple := 0, true
+	for _, c := range cs {
+		if canDrive(c) {
+			drivers++
+		}
+		if fe, ok := c.(*fieldExpr); !ok || fe.op != opEq {
+			simple = simple && static(c) >= 0
+		}
+	}
+	if len(keys) == 0 && drivers <= 1 && simple {
+		return &stats{est: map[any]int64{}, threshold: unbounded}, nil
+	}
+	var paths []string
+	for _, k := range keys {
+		if k.path != "_id" {
+			paths = append(paths, k.path)
+		}
+	}
+	return p.readStats(ctx, cs, paths, want, len(keys) > 0, false)
+}
 
 // find plans a Find: the steps whose rows, in order, are its answer.
 // want is skip+limit (0: every match).
@@ -34,201 +85,222 @@ func (p *planner) find(ctx context.Context, x expr, keys []sortKey, want int64) 
 		return nil, nil
 	}
 	cs := conjuncts(x)
-	var walk string
-	if len(keys) > 0 {
-		walk = keys[0].path
-	}
-	var paths []string
-	if walk != "" && walk != "_id" {
-		paths = []string{walk}
-	}
-	docs, has, err := p.counts(ctx, paths...)
+	st, err := p.stats(ctx, cs, keys, want)
 	if err != nil {
 		return nil, err
 	}
-	// A walk of the first sort path reads about want×docs/matches entries;
-	// driving from a condition reads (and sorts) its matches.
-	threshold := int64(probeCap)
-	if len(keys) > 0 && want > 0 && docs > 0 {
-		threshold = max(int64(math.Sqrt(float64(want)*float64(docs))), 2*want)
+	drive := st.best(cs)
+	useWalk := len(keys) > 0 && (drive < 0 || want > 0 && st.estimate(cs[drive]) > st.threshold)
+	switch {
+	case !useWalk:
+		return []stepFunc{ready(p.driven(cs, drive, keys, want, st))}, nil
+	case keys[0].path == "_id":
+		return []stepFunc{ready(p.walkID(cs, keys[0].desc, st))}, nil
 	}
-	e := estimates{}
-	candidates := 0
-	for _, c := range cs {
-		if canDrive(c) {
-			candidates++
-		}
-	}
-	if candidates > 1 || (candidates == 1 && len(keys) > 0 && want > 0) {
-		var ls []any
-		for _, c := range cs {
-			if canDrive(c) {
-				ls = leaves(c, ls)
-			}
-		}
-		if err := p.probe(ctx, e, ls, threshold+1); err != nil {
-			return nil, err
-		}
-	}
-	drive := e.best(cs)
-	useWalk := len(keys) > 0 && (drive < 0 || want > 0 && e.estimate(cs[drive]) > threshold)
-	if !useWalk {
-		s := p.driven(cs, drive, keys, want)
-		return []stepFunc{func(context.Context) (*step, error) { return s, nil }}, nil
-	}
-	if walk == "_id" {
-		s := p.walkID(cs, keys[0].desc)
-		return []stepFunc{func(context.Context) (*step, error) { return s, nil }}, nil
-	}
-	keyed := p.walkPath(cs, keys)
-	steps := []stepFunc{func(context.Context) (*step, error) { return keyed, nil }}
-	if docs >= 0 && has[0] >= 0 && docs == has[0] {
+	walk := keys[0]
+	steps := []stepFunc{ready(p.walkPath(cs, keys, st))}
+	if all := st.paths[walk.path].n; st.docs == all {
 		return steps, nil // every document has a value to walk
 	}
 	// Documents without a value at the path sort as null: first ascending,
-	// last descending.
+	// last descending. They are read by a plan of their own.
 	missing := func(ctx context.Context) (*step, error) {
-		lacking := append(slices.Clone(cs), notExpr{&fieldExpr{path: walk, op: opScalar}})
+		lacking := append(slices.Clone(cs), notExpr{&fieldExpr{path: walk.path, op: opScalar}})
 		sub, err := p.find(ctx, simplify(andExpr(lacking)), keys[1:], want)
 		if err != nil || len(sub) == 0 {
 			return nil, err
 		}
 		if len(sub) > 1 {
-			return nil, fmt.Errorf("plan documents without %s: %d steps", walk, len(sub))
+			return nil, fmt.Errorf("plan documents without %s: %d steps", walk.path, len(sub))
 		}
 		return sub[0](ctx)
 	}
-	if keys[0].desc {
+	if walk.desc {
 		return append(steps, missing), nil
 	}
 	return append([]stepFunc{missing}, steps...), nil
 }
 
 // driven reads the matches of the conjunct cs[drive] (every document when
-// drive < 0), checks the others on each, and sorts what passes.
-func (p *planner) driven(cs []expr, drive int, keys []sortKey, want int64) *step {
-	var b builder
+// drive < 0), checks the others on each, and sorts what passes: rids and
+// sort values first, then the documents of the page only.
+func (p *planner) driven(cs []expr, drive int, keys []sortKey, want int64, st *stats) *step {
 	others := without(cs, drive)
 	if len(keys) == 0 {
-		b.WriteString("SELECT " + p.cols + " FROM ")
-		rid := p.source(&b, cs, drive, true)
-		b.WriteString(" WHERE 1")
-		b.preds(p, others, rid)
-		return &step{sql: b.String(), args: b.args}
+		var q query
+		q.sel.WriteString(p.cols)
+		rid := p.source(&q.from, cs, drive, true, st)
+		p.filter(&q, others, rid, st, nil, true)
+		return q.step()
 	}
-	// Sort rids and keys first, then read the page's documents only.
-	var from builder
-	rid := p.source(&from, cs, drive, usesID(andExpr(others)) || slices.ContainsFunc(keys, func(k sortKey) bool { return k.path == "_id" }))
-	b.WriteString("SELECT " + p.cols + " FROM (SELECT " + rid + " AS rid")
+	var q query
+	needDoc := usesID(andExpr(others)) || slices.ContainsFunc(keys, func(k sortKey) bool { return k.path == "_id" })
+	rid := p.source(&q.from, cs, drive, needDoc, st)
+	q.sel.WriteString(rid + " AS rid")
+	p.filter(&q, others, rid, st, nil, true)
 	for i, k := range keys {
-		b.WriteString(", ")
-		p.sortValue(&b, k, rid)
-		b.WriteString(" AS k" + itoa(int64(i)))
-	}
-	b.WriteString(" FROM ")
-	b.append(&from)
-	b.WriteString(" WHERE 1")
-	b.preds(p, others, rid)
-	order := func(prefix string) {
-		b.WriteString(" ORDER BY ")
-		for i, k := range keys {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			b.WriteString(prefix + "k" + itoa(int64(i)) + k.dir())
+		q.sel.WriteString(", ")
+		p.sortValue(&q, &q.sel, k, rid, st, true)
+		q.sel.WriteString(" AS k" + itoa(int64(i)))
+		if i > 0 {
+			q.order.WriteString(", ")
 		}
+		q.order.WriteString("k" + itoa(int64(i)) + k.dir())
 	}
-	order("")
+	inner := q.step()
+	var b builder
+	b.WriteString("SELECT " + p.cols + " FROM (" + inner.sql)
+	b.args = append(b.args, inner.args...)
 	if want > 0 {
 		b.WriteString(" LIMIT ")
 		b.arg(want)
 	}
-	b.WriteString(") AS t CROSS JOIN " + p.n.d + " AS d ON d.rid = t.rid")
-	order("t.")
+	b.WriteString(") AS t CROSS JOIN " + p.n.d + " AS d ON d.rid = t.rid ORDER BY ")
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("t.k" + itoa(int64(i)) + k.dir())
+	}
 	return &step{sql: b.String(), args: b.args}
 }
 
 // source writes the FROM items listing the documents of cs[drive] (all
 // documents, as d, when drive < 0) and returns the expression of their
 // rid; withDoc joins their row as d.
-func (p *planner) source(b *builder, cs []expr, drive int, withDoc bool) string {
+func (p *planner) source(from *builder, cs []expr, drive int, withDoc bool, st *stats) string {
 	if drive < 0 {
-		b.WriteString(p.n.d + " AS d")
+		from.WriteString(p.n.d + " AS d")
 		return "d.rid"
 	}
-	b.WriteString("(")
-	p.genOnce(b, cs[drive])
-	b.WriteString(") AS g")
+	from.WriteString("(")
+	if p.unique(cs[drive], st) {
+		p.gen(from, cs[drive], st)
+	} else {
+		from.WriteString("SELECT DISTINCT rid FROM (")
+		p.gen(from, cs[drive], st)
+		from.WriteString(")")
+	}
+	from.WriteString(") AS g")
 	if withDoc {
-		b.WriteString(" CROSS JOIN " + p.n.d + " AS d ON d.rid = g.rid")
+		from.WriteString(" CROSS JOIN " + p.n.d + " AS d ON d.rid = g.rid")
 	}
 	return "g.rid"
 }
 
-// genOnce is gen listing each rid once.
-func (p *planner) genOnce(b *builder, x expr) {
-	if unique(x) {
-		p.gen(b, x)
-		return
+// filter adds the conditions cs on the document rid to q. A condition
+// matching at most one entry per document (an equality, or any condition
+// on a path holding one value per document) is a join on the (rid, f, v)
+// index; with ranges false, only equalities are (a lookup SQLite knows
+// unique keeps a walk's order). Others are EXISTS predicates. Conditions
+// on a walked path are checked on its column.
+func (p *planner) filter(q *query, cs []expr, rid string, st *stats, w *walked, ranges bool) {
+	for _, c := range cs {
+		fe, ok := c.(*fieldExpr)
+		if few, rare := st.rare(fe); ok && rare {
+			// Every document but few holds the value: exclude those few.
+			if few > 0 {
+				q.where.WriteString(" AND " + rid + " NOT IN (")
+				p.others(&q.where, fe)
+				q.where.WriteString(")")
+			}
+			continue
+		}
+		switch {
+		case ok && w != nil && fe.path == w.path && fe.op != opExists && fe.op != opNull:
+			q.where.WriteString(" AND (")
+			q.where.valueCond(w.col, fe.op, fe.kind, fe.vals)
+			q.where.WriteString(")")
+		case ok && fe.op != opExists && fe.op != opNull && (fe.op == opEq || ranges && st.single(fe.path)):
+			a := q.alias("c")
+			q.from.WriteString(" CROSS JOIN " + p.n.x + " AS " + a + " INDEXED BY " + p.n.r + " ON " + a + ".rid = " + rid + " AND ")
+			q.from.entryCond(a, fe)
+		default:
+			q.where.WriteString(" AND ")
+			p.pred(&q.where, c, rid, w)
+		}
 	}
-	b.WriteString("SELECT DISTINCT rid FROM (")
-	p.gen(b, x)
-	b.WriteString(")")
 }
 
 // walkID walks the documents in _id order.
-func (p *planner) walkID(cs []expr, desc bool) *step {
-	var b builder
-	b.WriteString("SELECT " + p.cols + " FROM " + p.n.d + " AS d WHERE 1")
+func (p *planner) walkID(cs []expr, desc bool, st *stats) *step {
+	var q query
+	q.sel.WriteString(p.cols)
+	q.from.WriteString(p.n.d + " AS d")
 	sp := spanAll(cs, "_id")
 	if sp.lo.set {
-		b.WriteString(" AND d.id " + sp.lo.cmp(false) + " ")
-		b.arg(sp.lo.v)
+		q.where.WriteString(" AND d.id " + sp.lo.cmp(false) + " ")
+		q.where.arg(sp.lo.v)
 	}
 	if sp.hi.set {
-		b.WriteString(" AND d.id " + sp.hi.cmp(true) + " ")
-		b.arg(sp.hi.v)
+		q.where.WriteString(" AND d.id " + sp.hi.cmp(true) + " ")
+		q.where.arg(sp.hi.v)
 	}
-	b.preds(p, cs, "d.rid")
-	b.WriteString(" ORDER BY d.id" + sortKey{desc: desc}.dir())
-	return &step{sql: b.String(), args: b.args}
+	p.filter(&q, cs, "d.rid", st, nil, false)
+	q.order.WriteString("d.id" + sortKey{desc: desc}.dir())
+	return q.step()
 }
 
 // walkPath walks the entries of the first sort path in order, one per
 // document (its least value ascending, greatest descending, as MongoDB
 // sorts arrays), checking the conditions on each; ties are sorted by the
-// other keys as the walk goes.
-func (p *planner) walkPath(cs []expr, keys []sortKey) *step {
+// other keys as the walk goes, and the walk starts and stops where the
+// conditions on the path allow.
+func (p *planner) walkPath(cs []expr, keys []sortKey, st *stats) *step {
 	k := keys[0]
-	var b builder
-	b.WriteString("SELECT " + p.cols + " FROM " + p.n.x + " AS s CROSS JOIN " + p.n.d + " AS d ON d.rid = s.rid WHERE s.f = ")
-	b.arg(k.path)
-	b.WriteString(" AND s.v < x''")
+	var q query
+	q.sel.WriteString(p.cols)
+	q.from.WriteString(p.n.x + " AS s")
+	var w *walked
+	if st.single(k.path) {
+		w = &walked{path: k.path, col: "s.v"}
+	}
+	p.filter(&q, cs, "s.rid", st, w, false)
+	q.from.WriteString(" CROSS JOIN " + p.n.d + " AS d ON d.rid = s.rid")
+	where := q.where
+	q.where = builder{}
+	q.where.WriteString(" AND s.f = ")
+	q.where.arg(k.path)
 	sp := spanAll(cs, k.path)
 	if sp.lo.set {
-		b.WriteString(" AND s.v " + sp.lo.cmp(false) + " ")
-		b.arg(sp.lo.v)
+		q.where.WriteString(" AND s.v " + sp.lo.cmp(false) + " ")
+		q.where.arg(sp.lo.v)
 	}
-	if sp.hi.set {
-		b.WriteString(" AND s.v " + sp.hi.cmp(true) + " ")
-		b.arg(sp.hi.v)
+	if sp.hi.set { // a value of the filter: below the markers
+		q.where.WriteString(" AND s.v " + sp.hi.cmp(true) + " ")
+		q.where.arg(sp.hi.v)
+	} else {
+		q.where.WriteString(" AND s.v < " + minMark)
 	}
-	b.WriteString(" AND s.v = ")
-	p.sortValue(&b, k, "s.rid")
-	b.preds(p, cs, "s.rid")
-	b.WriteString(" ORDER BY s.v" + k.dir())
+	if w == nil {
+		q.where.WriteString(" AND s.v = ")
+		p.sortValue(&q, &q.where, k, "s.rid", st, false)
+	}
+	q.where.append(&where)
+	q.order.WriteString("s.v" + k.dir())
 	for _, o := range keys[1:] {
-		b.WriteString(", ")
-		p.sortValue(&b, o, "d.rid")
-		b.WriteString(o.dir())
+		q.order.WriteString(", ")
+		p.sortValue(&q, &q.order, o, "d.rid", st, false)
+		q.order.WriteString(o.dir())
 	}
-	return &step{sql: b.String(), args: b.args}
+	return q.step()
 }
 
-// sortValue writes the value a document sorts by on key k.
-func (p *planner) sortValue(b *builder, k sortKey, rid string) {
+// sortValue writes into b the value a document sorts by on key k: its
+// least (ascending) or greatest (descending) scalar at the path, or NULL.
+// With join, a path holding one value per document is read by a LEFT
+// JOIN added to q.
+func (p *planner) sortValue(q *query, b *builder, k sortKey, rid string, st *stats, join bool) {
 	if k.path == "_id" {
 		b.WriteString("d.id")
+		return
+	}
+	if join && st.single(k.path) {
+		a := q.alias("k")
+		q.from.WriteString(" LEFT JOIN " + p.n.x + " AS " + a + " INDEXED BY " + p.n.r + " ON " + a + ".rid = " + rid + " AND " + a + ".f = ")
+		q.from.arg(k.path)
+		q.from.WriteString(" AND " + a + ".v < " + minMark)
+		b.WriteString(a + ".v")
 		return
 	}
 	agg := "min"
@@ -237,7 +309,7 @@ func (p *planner) sortValue(b *builder, k sortKey, rid string) {
 	}
 	b.WriteString("(SELECT " + agg + "(v) FROM " + p.n.x + " INDEXED BY " + p.n.r + " WHERE rid = " + rid + " AND f = ")
 	b.arg(k.path)
-	b.WriteString(" AND v < x'')")
+	b.WriteString(" AND v < " + minMark + ")")
 }
 
 // count plans a Count.
@@ -249,42 +321,56 @@ func (p *planner) count(ctx context.Context, x expr) (*step, error) {
 	if len(cs) == 0 {
 		return &step{sql: "SELECT coalesce((SELECT n FROM " + pathsTable + " WHERE c = ? AND f = ?), 0)", args: []any{p.n.coll, docsPath}}, nil
 	}
-	drive, err := p.pick(ctx, cs)
+	var st *stats
+	var err error
+	if slices.ContainsFunc(cs, twoValued) {
+		st, err = p.readStats(ctx, cs, nil, 0, false, true)
+	} else {
+		st, err = p.stats(ctx, cs, nil, 0)
+	}
 	if err != nil {
 		return nil, err
 	}
-	var b builder
-	others := without(cs, drive)
-	b.WriteString("SELECT count(*) FROM ")
-	rid := p.source(&b, cs, drive, usesID(andExpr(others)))
-	b.WriteString(" WHERE 1")
-	b.preds(p, others, rid)
-	return &step{sql: b.String(), args: b.args}, nil
+	return p.countOf(cs, st), nil
 }
 
-// pick chooses the conjunct to drive a full read from (-1: none can).
-func (p *planner) pick(ctx context.Context, cs []expr) (int, error) {
-	var ls []any
-	n := 0
-	for _, c := range cs {
-		if canDrive(c) {
-			ls = leaves(c, ls)
-			n++
+// countOf writes the count of the documents satisfying every condition of
+// cs. An equality on a boolean whose other value few documents hold (and
+// that every document holds one value of) is counted as the count
+// without it less the count of those few documents that satisfy the rest.
+func (p *planner) countOf(cs []expr, st *stats) *step {
+	for i, c := range cs {
+		fe, ok := c.(*fieldExpr)
+		if !ok {
+			continue
 		}
-	}
-	e := estimates{}
-	if n > 1 {
-		// Count up to a small cap first, then further only if needed.
-		for _, limit := range []int64{probeCap, 64 * probeCap} {
-			if err := p.probe(ctx, e, ls, limit); err != nil {
-				return 0, err
-			}
-			if d := e.best(cs); d >= 0 && e.estimate(cs[d]) != unbounded {
-				return d, nil
-			}
+		if _, rare := st.rare(fe); !rare {
+			continue
 		}
+		rest := without(cs, i)
+		all := &step{sql: "SELECT coalesce((SELECT n FROM " + pathsTable + " WHERE c = ? AND f = ?), 0)", args: []any{p.n.coll, docsPath}}
+		if len(rest) > 0 {
+			all = p.countOf(rest, st)
+		}
+		var q query
+		q.sel.WriteString("count(*)")
+		q.from.WriteString("(")
+		p.others(&q.from, fe)
+		q.from.WriteString(") AS g")
+		if usesID(andExpr(rest)) {
+			q.from.WriteString(" CROSS JOIN " + p.n.d + " AS d ON d.rid = g.rid")
+		}
+		p.filter(&q, rest, "g.rid", st, nil, true)
+		other := q.step()
+		return &step{sql: "SELECT (" + all.sql + ") - (" + other.sql + ")", args: append(slices.Clone(all.args), other.args...)}
 	}
-	return e.best(cs), nil
+	drive := st.best(cs)
+	others := without(cs, drive)
+	var q query
+	q.sel.WriteString("count(*)")
+	rid := p.source(&q.from, cs, drive, usesID(andExpr(others)), st)
+	p.filter(&q, others, rid, st, nil, true)
+	return q.step()
 }
 
 // distinct plans a CountDistinct over the values of top-level fields.
@@ -293,108 +379,107 @@ func (p *planner) distinct(ctx context.Context, x expr, fields []string) (*step,
 		return nil, nil
 	}
 	cs := conjuncts(x)
-	drive, err := p.pick(ctx, cs)
+	var keys []sortKey
+	for _, f := range fields {
+		keys = append(keys, sortKey{path: f})
+	}
+	st, err := p.stats(ctx, cs, keys, 0)
 	if err != nil {
 		return nil, err
 	}
-	var b builder
-	b.WriteString("SELECT count(*) FROM (SELECT DISTINCT ")
-	var from builder
+	drive := st.best(cs)
 	others := without(cs, drive)
-	rid := p.source(&from, cs, drive, usesID(andExpr(others)) || slices.Contains(fields, "_id"))
-	for i, f := range fields {
+	var q query
+	q.sel.WriteString("DISTINCT ")
+	rid := p.source(&q.from, cs, drive, usesID(andExpr(others)) || slices.Contains(fields, "_id"), st)
+	p.filter(&q, others, rid, st, nil, true)
+	for i, k := range keys {
 		if i > 0 {
-			b.WriteString(", ")
+			q.sel.WriteString(", ")
 		}
-		if f == "_id" {
-			b.WriteString("d.id")
-			continue
-		}
-		for j, expr := range []string{"v", "typeof(v)"} {
-			if j > 0 {
-				b.WriteString(", ")
-			}
-			b.WriteString("(SELECT min(" + expr + ") FROM " + p.n.x + " INDEXED BY " + p.n.r + " WHERE rid = " + rid + " AND f = ")
-			b.arg(f)
-			b.WriteString(")")
-		}
+		p.sortValue(&q, &q.sel, k, rid, st, true)
 	}
-	b.WriteString(" FROM ")
-	b.append(&from)
-	b.WriteString(" WHERE 1")
-	b.preds(p, others, rid)
-	b.WriteString(")")
-	return &step{sql: b.String(), args: b.args}, nil
+	inner := q.step()
+	return &step{sql: "SELECT count(*) FROM (" + inner.sql + ")", args: inner.args}, nil
+}
+
+// others writes a SELECT of the rids holding another scalar than fe's
+// value at its path.
+func (p *planner) others(b *builder, fe *fieldExpr) {
+	b.WriteString("SELECT rid FROM " + p.n.x + " WHERE f = ")
+	b.arg(fe.path)
+	b.WriteString(" AND v < ")
+	b.arg(fe.vals[0])
+	b.WriteString(" UNION ALL SELECT rid FROM " + p.n.x + " WHERE f = ")
+	b.arg(fe.path)
+	b.WriteString(" AND v > ")
+	b.arg(fe.vals[0])
+	b.WriteString(" AND v < " + minMark)
+}
+
+// unique tells whether gen lists each document of x once.
+func (p *planner) unique(x expr, st *stats) bool {
+	switch y := x.(type) {
+	case *fieldExpr:
+		return y.op == opEq || y.op != opExists && st.single(y.path)
+	case andExpr:
+		return p.unique(y[st.best(y)], st)
+	}
+	return true
 }
 
 // gen writes a SELECT listing the rid of every document holding x (which
-// canDrive), reporting whether each is listed once.
-func (p *planner) gen(b *builder, x expr) bool {
+// canDrive).
+func (p *planner) gen(b *builder, x expr, st *stats) {
 	switch y := x.(type) {
 	case *fieldExpr:
 		b.WriteString("SELECT rid FROM " + p.n.x + " WHERE ")
 		b.entryCond("", y)
-		return y.op == opEq
 	case *idExpr:
 		b.WriteString("SELECT rid FROM " + p.n.d + " AS d WHERE ")
 		b.idCond("d.id", y)
-		return true
 	case constExpr:
 		b.WriteString("SELECT rid FROM " + p.n.d + " WHERE 0")
-		return true
 	case orExpr:
 		for i, k := range y {
 			if i > 0 {
 				b.WriteString(" UNION ")
 			}
 			b.WriteString("SELECT rid FROM (")
-			p.gen(b, k)
+			p.gen(b, k, st)
 			b.WriteString(")")
 		}
-		return true
 	case andExpr:
-		drive := estimates{}.best(y) // no estimates nested: the first that can
+		drive := st.best(y)
 		b.WriteString("SELECT g.rid FROM (")
-		once := p.gen(b, y[drive])
+		p.gen(b, y[drive], st)
 		b.WriteString(") AS g")
 		others := without(y, drive)
-		for _, c := range others {
-			if usesID(c) {
-				b.WriteString(" CROSS JOIN " + p.n.d + " AS d ON d.rid = g.rid")
-				break
-			}
+		if usesID(andExpr(others)) {
+			b.WriteString(" CROSS JOIN " + p.n.d + " AS d ON d.rid = g.rid")
 		}
 		b.WriteString(" WHERE 1")
-		b.preds(p, others, "g.rid")
-		return once
+		for _, c := range others {
+			b.WriteString(" AND ")
+			p.pred(b, c, "g.rid", nil)
+		}
+	default:
+		panic(fmt.Sprintf("sqlite: no generator for %T", x))
 	}
-	panic(fmt.Sprintf("sqlite: no generator for %T", x))
-}
-
-// preds writes " AND c" for each condition, checked on the document rid.
-func (b *builder) preds(p *planner, cs []expr, rid string) {
-	for _, c := range cs {
-		b.WriteString(" AND ")
-		p.pred(b, c, rid)
-	}
-}
-
-// unique tells whether gen lists each document of x once.
-func unique(x expr) bool {
-	switch y := x.(type) {
-	case *fieldExpr:
-		return y.op == opEq
-	case andExpr:
-		return unique(y[estimates{}.best(y)])
-	}
-	return true
 }
 
 // pred writes a boolean SQL expression that holds when the document rid
-// satisfies x (d is its row, for conditions on _id).
-func (p *planner) pred(b *builder, x expr, rid string) {
+// satisfies x (d is its row, for conditions on _id; w, when set, holds
+// its value at the walked path).
+func (p *planner) pred(b *builder, x expr, rid string, w *walked) {
 	switch y := x.(type) {
 	case *fieldExpr:
+		if w != nil && y.path == w.path && y.op != opExists && y.op != opNull {
+			b.WriteString("(")
+			b.valueCond(w.col, y.op, y.kind, y.vals)
+			b.WriteString(")")
+			return
+		}
 		b.WriteString("EXISTS (SELECT 1 FROM " + p.n.x + " INDEXED BY " + p.n.r + " WHERE rid = " + rid + " AND ")
 		b.entryCond("", y)
 		b.WriteString(")")
@@ -410,7 +495,7 @@ func (p *planner) pred(b *builder, x expr, rid string) {
 		}
 	case notExpr:
 		b.WriteString("NOT ")
-		p.pred(b, y.x, rid)
+		p.pred(b, y.x, rid, w)
 	case andExpr, orExpr:
 		kids, sep := []expr(nil), " AND "
 		if a, ok := y.(andExpr); ok {
@@ -423,7 +508,7 @@ func (p *planner) pred(b *builder, x expr, rid string) {
 			if i > 0 {
 				b.WriteString(sep)
 			}
-			p.pred(b, k, rid)
+			p.pred(b, k, rid, w)
 		}
 		b.WriteString(")")
 	default:

@@ -9,13 +9,18 @@ import (
 	"fhirstore/store/engine"
 )
 
-// reader is the planner of a read on the file's reader connections.
-func (c *collection) reader(ctx context.Context) (*planner, error) {
+// reader is the planner of a read on one of the file's reader
+// connections; release gives the connection back.
+func (c *collection) reader(ctx context.Context) (p *planner, release func(), err error) {
 	f, err := c.e.file(ctx, c.db)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return &planner{n: c.n, q: readers{f}, cols: "d.doc"}, nil
+	q, err := f.reader(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &planner{n: c.n, q: q, cols: "d.doc"}, func() { f.release(q) }, nil
 }
 
 // Find returns the documents matching filter, in opts.Sort order.
@@ -75,7 +80,7 @@ func (c *collection) find(ctx context.Context, filter bson.D, opts *engine.FindO
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
 	skip := max(opts.Skip, 0)
-	p, err := c.reader(ctx)
+	p, release, err := c.reader(ctx)
 	if err != nil {
 		return nil, classify(op, err)
 	}
@@ -88,9 +93,10 @@ func (c *collection) find(ctx context.Context, filter bson.D, opts *engine.FindO
 		steps, err = nil, nil
 	}
 	if err != nil {
+		release()
 		return nil, classify(op, err)
 	}
-	return &cursor{q: p.q, op: op, steps: steps, skip: skip, limit: limit, proj: proj}, nil
+	return &cursor{q: p.q, release: release, op: op, steps: steps, skip: skip, limit: limit, proj: proj}, nil
 }
 
 // Count counts the documents matching filter.
@@ -128,15 +134,18 @@ func (c *collection) count(ctx context.Context, filter bson.D, plan func(*planne
 	if err != nil {
 		return 0, fmt.Errorf("%s: %w", op, err)
 	}
-	p, err := c.reader(ctx)
+	p, release, err := c.reader(ctx)
 	if err != nil {
 		return 0, classify(op, err)
 	}
+	defer release()
 	s, err := plan(p, x)
-	if err == nil && s != nil {
+	if err == nil && s == nil {
+		return 0, nil
+	}
+	if err == nil {
 		var n int64
-		err = p.q.queryRow(ctx, s.sql, s.args, &n)
-		if err == nil {
+		if _, err = p.q.queryRow(ctx, s.sql, s.args, &n); err == nil {
 			return n, nil
 		}
 	}

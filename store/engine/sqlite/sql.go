@@ -107,10 +107,10 @@ func (b *builder) entryCond(alias string, fe *fieldExpr) {
 func (b *builder) valueCond(v string, o op, k kind, vals []any) {
 	switch o {
 	case opNull:
-		b.WriteString(v + " = x'00'")
+		b.WriteString(v + " = x'F0'")
 		return
 	case opScalar:
-		b.WriteString(v + " < x''")
+		b.WriteString(v + " < " + minMark)
 		return
 	case opPrefix:
 		b.WriteString(v + " >= ")
@@ -119,11 +119,11 @@ func (b *builder) valueCond(v string, o op, k kind, vals []any) {
 			b.WriteString(" AND " + v + " < ")
 			b.arg(hi)
 		} else {
-			b.WriteString(" AND " + v + " < x''")
+			b.WriteString(" AND " + v + " < " + minBlobs)
 		}
 		return
 	case opSubstr:
-		b.WriteString(v + " >= '' AND " + v + " < x'' AND instr(" + v + ", ")
+		b.WriteString(v + " >= " + minText + " AND " + v + " < " + minBlobs + " AND instr(" + v + ", ")
 		b.arg(vals[0])
 		b.WriteString(") > 0")
 		return
@@ -133,19 +133,15 @@ func (b *builder) valueCond(v string, o op, k kind, vals []any) {
 	case opIn:
 		b.inList(v, vals)
 	default:
+		lo, hi := k.bounds()
 		b.WriteString(v + map[op]string{opGt: " > ", opGte: " >= ", opLt: " < ", opLte: " <= "}[o])
 		b.arg(vals[0])
 		switch {
-		case k == kindString && (o == opGt || o == opGte):
-			b.WriteString(" AND " + v + " < x''")
-		case k == kindString:
-			b.WriteString(" AND " + v + " >= ''")
-		case (k == kindTime || k == kindBool) && (o == opGt || o == opGte):
-			b.WriteString(" AND " + v + " < ''")
+		case o == opGt || o == opGte:
+			b.WriteString(" AND " + v + " < " + hi)
+		case lo != "":
+			b.WriteString(" AND " + v + " >= " + lo)
 		}
-	}
-	if k != kindString {
-		b.WriteString(" AND typeof(" + v + ") = '" + k.sqlType() + "'")
 	}
 }
 

@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"math"
 	"time"
@@ -22,24 +23,52 @@ const (
 	kindTime
 )
 
-// sqlType is the SQLite typeof() of the kind's encoding.
-func (k kind) sqlType() string {
+// Each kind of value is encoded into a range of SQLite values of its own,
+// so that plain comparisons (index ranges) never mix kinds, in the order
+// MongoDB sorts them: numbers (REAL) < strings (TEXT) < booleans (BLOB
+// 0x10 b) < datetimes (BLOB 0x20 + big-endian milliseconds, sign bit
+// flipped) < markers (BLOB 0xF0...), which stand for what is not an
+// indexed scalar and never equal a filter value.
+const (
+	tagBool  = 0x10
+	tagTime  = 0x20
+	tagMark  = 0xF0 // scalars sort below x'F0'
+	maxBool  = "x'11'"
+	minBool  = "x'10'"
+	maxTime  = "x'21'"
+	minTime  = "x'20'"
+	minMark  = "x'F0'"
+	minText  = "''"
+	minBlobs = "x''"
+)
+
+// bounds are the SQL literals bounding the kind's values: [lo, hi) (lo
+// empty for numbers, the least values stored).
+func (k kind) bounds() (lo, hi string) {
 	switch k {
-	case kindString:
-		return "text"
 	case kindNumber:
-		return "real"
+		return "", minText
+	case kindString:
+		return minText, minBlobs
+	case kindBool:
+		return minBool, maxBool
 	}
-	return "integer"
+	return minTime, maxTime
 }
 
-// Markers are the entry values of what is not an indexed scalar. Blobs
-// sort after every other SQLite value and no filter value encodes to one.
 var (
-	markNull  = []byte{0} // null
-	markEmpty = []byte{1} // an empty array or document
-	markOther = []byte{2} // any other BSON type (binary, ObjectID, decimal...)
+	markNull  = []byte{tagMark}     // null
+	markEmpty = []byte{tagMark + 1} // an empty array or document
+	markOther = []byte{tagMark + 2} // any other BSON type (binary, ObjectID, decimal...)
 )
+
+// timeValue encodes milliseconds since the epoch.
+func timeValue(ms int64) []byte {
+	b := make([]byte, 9)
+	b[0] = tagTime
+	binary.BigEndian.PutUint64(b[1:], uint64(ms)^(1<<63))
+	return b
+}
 
 // filterValue encodes a filter operand like an entry value, with its kind.
 func filterValue(v any) (any, kind, error) {
@@ -73,9 +102,9 @@ func filterValue(v any) (any, kind, error) {
 	case float64:
 		return numberValue(x)
 	case time.Time:
-		return x.UnixMilli(), kindTime, nil
+		return timeValue(x.UnixMilli()), kindTime, nil
 	case bson.DateTime:
-		return int64(x), kindTime, nil
+		return timeValue(int64(x)), kindTime, nil
 	}
 	return nil, kindNull, fmt.Errorf("filter value %v (%T): %w", v, v, engine.ErrUnsupported)
 }
@@ -87,17 +116,18 @@ func numberValue(f float64) (any, kind, error) {
 	return f, kindNumber, nil
 }
 
-func boolValue(b bool) int64 {
+// boolValue encodes a boolean.
+func boolValue(b bool) []byte {
 	if b {
-		return 1
+		return []byte{tagBool, 1}
 	}
-	return 0
+	return []byte{tagBool, 0}
 }
 
 // compareValues orders two encoded values as SQLite does: numbers (REAL
 // and INTEGER together) before text (byte order) before blobs.
 func compareValues(a, b any) int {
-	ra, rb := rank(a), rank(b)
+	ra, rb := storageClass(a), storageClass(b)
 	if ra != rb {
 		return ra - rb
 	}
@@ -124,7 +154,7 @@ func compareValues(a, b any) int {
 	return 0
 }
 
-func rank(v any) int {
+func storageClass(v any) int {
 	switch v.(type) {
 	case int64, float64:
 		return 1

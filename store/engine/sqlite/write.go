@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
@@ -54,6 +56,39 @@ func prepare(doc any) (*prepared, error) {
 	return p, nil
 }
 
+// prepareAll prepares documents to insert, on several goroutines for
+// many (marshalling and indexing take a tenth of a bulk insert's time,
+// outside the write lock).
+func prepareAll(docs []any) ([]*prepared, error) {
+	ps := make([]*prepared, len(docs))
+	errs := make([]error, len(docs))
+	work := func(from, to int) {
+		for i := from; i < to; i++ {
+			p, err := prepare(docs[i])
+			if err == nil && p.id == "" {
+				err = fmt.Errorf("document without a string _id: %w", engine.ErrUnsupported)
+			}
+			ps[i], errs[i] = p, err
+		}
+	}
+	workers := min(runtime.GOMAXPROCS(0), len(docs)/64+1)
+	var wg sync.WaitGroup
+	for k := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			work(k*len(docs)/workers, (k+1)*len(docs)/workers)
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			return nil, fmt.Errorf("document %d: %w", i, err)
+		}
+	}
+	return ps, nil
+}
+
 // withID returns the document with _id first, for replacements and upserts
 // written without one.
 func (p *prepared) withID(id string) {
@@ -64,57 +99,91 @@ func (p *prepared) withID(id string) {
 	p.raw, p.id = out, id
 }
 
-// pathDeltas accumulates changes of the per-path document counts.
-type pathDeltas map[string]int64
+// pathDeltas accumulates changes of the per-path counts: documents with
+// a scalar at the path, and scalar entries.
+type pathDeltas map[string]*pathStat
 
-func (d pathDeltas) add(entries []entry, n int64) {
-	d[docsPath] += n
-	for _, f := range scalarPaths(entries) {
-		d[f] += n
+// add counts a document's entries in (sign 1) or out (-1).
+func (d pathDeltas) add(entries []entry, sign int64) {
+	d.at(docsPath).n += sign
+	d.at(docsPath).e += sign
+	last := docsPath // no path is: the path of the last scalar counted
+	for _, e := range entries {
+		if isMarker(e.v) {
+			continue
+		}
+		ps := d.at(e.f)
+		ps.e += sign
+		if e.f != last { // entries are sorted: the path's first scalar
+			ps.n += sign
+			last = e.f
+		}
 	}
 }
 
-// insertDoc inserts p, reporting a duplicate _id rather than failing.
-func (c *collection) insertDoc(ctx context.Context, w writer, p *prepared) (bool, error) {
-	res, err := w.exec(ctx, "INSERT INTO "+c.n.d+" (id, doc) VALUES (?, ?) ON CONFLICT (id) DO NOTHING", p.id, []byte(p.raw))
-	if err != nil {
-		return false, err
+func (d pathDeltas) at(f string) *pathStat {
+	ps, ok := d[f]
+	if !ok {
+		ps = &pathStat{}
+		d[f] = ps
 	}
-	if n, err := res.RowsAffected(); err != nil || n == 0 {
-		return true, err
+	return ps
+}
+
+// insertDoc inserts p, reporting a duplicate _id rather than failing;
+// its entries are added to pending.
+func (c *collection) insertDoc(ctx context.Context, w *conn, p *prepared, pending *entryRows) (bool, error) {
+	n, err := w.exec(ctx, "INSERT INTO "+c.n.d+" (id, doc) VALUES (?, ?) ON CONFLICT (id) DO NOTHING", p.id, []byte(p.raw))
+	if err != nil || n == 0 {
+		return err == nil, err
 	}
-	rid, err := res.LastInsertId()
-	if err != nil {
-		return false, err
-	}
-	return false, c.insertEntries(ctx, w, rid, p.entries)
+	return false, pending.add(ctx, w, w.lastID(), p.entries)
 }
 
 // entriesPerInsert is how many entries one INSERT statement writes.
 const entriesPerInsert = 100
 
-func (c *collection) insertEntries(ctx context.Context, w writer, rid int64, entries []entry) error {
-	for len(entries) > 0 {
-		n := min(len(entries), entriesPerInsert)
-		var b strings.Builder
-		b.WriteString("INSERT OR IGNORE INTO " + c.n.x + " (f, v, rid) VALUES ")
-		args := make([]any, 0, 3*n)
-		for i, e := range entries[:n] {
-			if i > 0 {
-				b.WriteByte(',')
+// entryRows collects index entries (of one or several documents) and
+// inserts them entriesPerInsert at a time.
+type entryRows struct {
+	c    *collection
+	args []any // f, v, rid of each entry
+}
+
+// add adds the entries of document rid, inserting full statements' worth.
+func (r *entryRows) add(ctx context.Context, w *conn, rid int64, entries []entry) error {
+	for _, e := range entries {
+		r.args = append(r.args, e.f, e.v, rid)
+		if len(r.args) == 3*entriesPerInsert {
+			if err := r.flush(ctx, w); err != nil {
+				return err
 			}
-			b.WriteString("(?,?,?)")
-			args = append(args, e.f, e.v, rid)
 		}
-		if _, err := w.exec(ctx, b.String(), args...); err != nil {
-			return fmt.Errorf("insert index entries: %w", err)
-		}
-		entries = entries[n:]
 	}
 	return nil
 }
 
-func (c *collection) deleteEntries(ctx context.Context, w writer, rid int64, entries []entry) error {
+// flush inserts the entries collected.
+func (r *entryRows) flush(ctx context.Context, w *conn) error {
+	if len(r.args) == 0 {
+		return nil
+	}
+	var b strings.Builder
+	b.WriteString("INSERT OR IGNORE INTO " + r.c.n.x + " (f, v, rid) VALUES ")
+	for i := 0; i < len(r.args)/3; i++ {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString("(?,?,?)")
+	}
+	if _, err := w.exec(ctx, b.String(), r.args...); err != nil {
+		return fmt.Errorf("insert index entries: %w", err)
+	}
+	r.args = r.args[:0]
+	return nil
+}
+
+func (c *collection) deleteEntries(ctx context.Context, w *conn, rid int64, entries []entry) error {
 	for _, e := range entries {
 		if _, err := w.exec(ctx, "DELETE FROM "+c.n.x+" WHERE f = ? AND v = ? AND rid = ?", e.f, e.v, rid); err != nil {
 			return fmt.Errorf("delete index entries: %w", err)
@@ -124,10 +193,10 @@ func (c *collection) deleteEntries(ctx context.Context, w writer, rid int64, ent
 }
 
 // addPaths applies the changes of the document counts.
-func (c *collection) addPaths(ctx context.Context, w writer, d pathDeltas) error {
+func (c *collection) addPaths(ctx context.Context, w *conn, d pathDeltas) error {
 	keys := make([]string, 0, len(d))
-	for f, n := range d {
-		if n != 0 {
+	for f, ps := range d {
+		if ps.n != 0 || ps.e != 0 {
 			keys = append(keys, f)
 		}
 	}
@@ -135,16 +204,16 @@ func (c *collection) addPaths(ctx context.Context, w writer, d pathDeltas) error
 	for len(keys) > 0 {
 		n := min(len(keys), entriesPerInsert)
 		var b strings.Builder
-		b.WriteString("INSERT INTO " + pathsTable + " (c, f, n) VALUES ")
-		args := make([]any, 0, 3*n)
+		b.WriteString("INSERT INTO " + pathsTable + " (c, f, n, e) VALUES ")
+		args := make([]any, 0, 4*n)
 		for i, f := range keys[:n] {
 			if i > 0 {
 				b.WriteByte(',')
 			}
-			b.WriteString("(?,?,?)")
-			args = append(args, c.n.coll, f, d[f])
+			b.WriteString("(?,?,?,?)")
+			args = append(args, c.n.coll, f, d[f].n, d[f].e)
 		}
-		b.WriteString(" ON CONFLICT (c, f) DO UPDATE SET n = n + excluded.n")
+		b.WriteString(" ON CONFLICT (c, f) DO UPDATE SET n = n + excluded.n, e = e + excluded.e")
 		if _, err := w.exec(ctx, b.String(), args...); err != nil {
 			return fmt.Errorf("count paths: %w", err)
 		}

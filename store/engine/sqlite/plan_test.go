@@ -1,0 +1,160 @@
+package sqlite
+
+import (
+	"context"
+	"math/rand/v2"
+	"strings"
+	"testing"
+)
+
+// TestHotPlans checks the plan of each of the store's hot queries on a
+// small copy of the benchmark data: which way it is answered (driven by
+// its most selective condition, or walking the sort path's index), and,
+// from SQLite's EXPLAIN QUERY PLAN, that no table or index is scanned in
+// full: every access is a search of an index.
+func TestHotPlans(t *testing.T) {
+	const n = 2000
+	e := openTest(t, Options{})
+	fill(t, e, n)
+	// how: "walk" (the sort path's entries in order), "drive" (a
+	// condition's matches, sorted), "count" (one statement counting).
+	want := map[string]string{
+		"1-FindByID":          "drive",
+		"2-PatientPage":       "drive",
+		"3-CodePage":          "walk",
+		"3-CodePageKeyset":    "walk",
+		"3-CodeCount":         "count",
+		"4-FamilyPrefix":      "", // either, by how many names the prefix matches
+		"4-FamilyPrefixCount": "count",
+		"5-CountNotDeleted":   "count",
+		"6-HistoryInstance":   "drive",
+		"6-HistorySystem":     "walk",
+		"6-HistoryType":       "walk",
+		"7-SearchAll":         "walk",
+	}
+	for _, q := range hotQueries(n) {
+		t.Run(q.name, func(t *testing.T) {
+			c := e.Database("bench").Collection(q.coll).(*collection)
+			r := rand.New(rand.NewPCG(1, 1))
+			sql, args := planOf(t, c, q, q.filter(r))
+			how := "drive"
+			switch {
+			case q.count:
+				how = "count"
+			case strings.Contains(sql, c.n.x+" AS s CROSS JOIN"):
+				how = "walk"
+			}
+			if w := want[q.name]; w != "" && how != w {
+				t.Errorf("answered by %s, want %s:\n%s", how, want[q.name], sql)
+			}
+			for _, line := range explain(t, e, sql, args) {
+				if scansTable(line) {
+					t.Errorf("full scan %q in the plan of\n%s", line, sql)
+				}
+			}
+		})
+	}
+}
+
+// explain returns the detail lines of SQLite's plan for sql.
+func explain(t *testing.T, e *Engine, sql string, args []any) []string {
+	t.Helper()
+	ctx := context.Background()
+	f, err := e.file(ctx, "bench")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := f.reader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.release(c)
+	r, err := c.query(ctx, "EXPLAIN QUERY PLAN "+sql, args)
+	if err != nil {
+		t.Fatalf("explain %s: %v", sql, err)
+	}
+	var lines []string
+	for r.next() {
+		lines = append(lines, r.text(3))
+	}
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	return lines
+}
+
+// scansTable tells a plan line reading a whole table or index: "SCAN x"
+// of anything but the engine's own subquery results (t, g).
+func scansTable(line string) bool {
+	name, ok := strings.CutPrefix(line, "SCAN ")
+	if !ok {
+		return false
+	}
+	name, _, _ = strings.Cut(name, " ")
+	return name != "t" && name != "g" && name != "CONSTANT"
+}
+
+// TestPlanChoices checks the planner's choices on shapes the hot queries
+// do not cover.
+func TestPlanChoices(t *testing.T) {
+	const n = 2000
+	e := openTest(t, Options{})
+	fill(t, e, n)
+	c := e.Database("bench").Collection("Observation").(*collection)
+	h := e.Database("bench").Collection("history").(*collection)
+	for _, tc := range []struct {
+		name   string
+		filter string // a hot query's
+		want   []string
+		reject []string
+	}{
+		// deleted: false is counted as all documents less the deleted
+		{"3-CodeCount", "", []string{") - (SELECT count(*)"}, nil},
+		{"5-CountNotDeleted", "", []string{"coalesce((SELECT n FROM"}, []string{"EXISTS"}},
+		// no document is deleted: deleted: false is not checked
+		{"2-PatientPage", "", nil, []string{"EXISTS", "DISTINCT", " ON c", "NOT IN"}},
+		// equalities are joins on (rid, f, v), not correlated subqueries
+		{"6-HistoryInstance", "", []string{`INDEXED BY "r_history" ON c`}, []string{"EXISTS"}},
+		// the keyset's bound on the walked path starts the walk
+		{"3-CodePageKeyset", "", []string{"s.v <= ?"}, []string{"x'F0' AND s.v"}},
+	} {
+		for _, q := range hotQueries(n) {
+			if q.name != tc.name {
+				continue
+			}
+			coll := c
+			if q.coll == "history" {
+				coll = h
+			}
+			sql, _ := planOf(t, coll, q, q.filter(rand.New(rand.NewPCG(1, 1))))
+			for _, s := range tc.want {
+				if !strings.Contains(sql, s) {
+					t.Errorf("%s: %q not in\n%s", tc.name, s, sql)
+				}
+			}
+			for _, s := range tc.reject {
+				if strings.Contains(sql, s) {
+					t.Errorf("%s: %q in\n%s", tc.name, s, sql)
+				}
+			}
+		}
+	}
+	// A few deleted documents: the others are those not among them.
+	r := rand.New(rand.NewPCG(9, 9))
+	for i := range 3 {
+		d := observation(n+i, r)
+		for j := range d {
+			if d[j].Key == "deleted" {
+				d[j].Value = true
+			}
+		}
+		if err := c.InsertOne(context.Background(), d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	q := hotQueries(n)[1]
+	sql, _ := planOf(t, c, q, q.filter(rand.New(rand.NewPCG(1, 1))))
+	if !strings.Contains(sql, "NOT IN (SELECT rid FROM") {
+		t.Errorf("%s with deleted documents:\n%s", q.name, sql)
+	}
+}
