@@ -139,6 +139,12 @@ func (d *DB) Engine(ctx context.Context, opts mongodb.Options) (engine.Engine, e
 	return mongodb.Open(d.URI, opts)
 }
 
+// SQLite is the test binary's embedded engine, when the tests run on it.
+func (d *DB) SQLite() (*sqlite.Engine, bool) {
+	e, ok := d.shared.(*sqlite.Engine)
+	return e, ok
+}
+
 // OpenStore opens a store on the test database.
 func (d *DB) OpenStore(ctx context.Context, opts store.Options) (*store.Store, error) {
 	eng, err := d.Engine(ctx, mongodb.Options{})

@@ -1,0 +1,269 @@
+package server_test
+
+// Engine benchmarks: a tenant of Synthea-shaped data built through the
+// real server (transaction Bundles over HTTP, as fhirstore load sends
+// them), then each hot read over HTTP next to the SQL statements the
+// embedded engine runs for it, executed raw on the same database file in
+// the same run. Sizes come from FHIRSTORE_BENCH_SIZES (resources,
+// comma-separated; default 3000):
+//
+//	FHIRSTORE_BENCH_SIZES=3000,10000,100000 go test ./server -run '^$' -bench EngineTargets -benchtime 1x -timeout 60m
+//
+// Figures and their reading: docs/performance.md, section "Engine".
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/event"
+
+	"fhirstore/server"
+	"fhirstore/store"
+	"fhirstore/store/engine"
+	"fhirstore/store/engine/sqlite"
+)
+
+// benchSizes are the tenant sizes of BenchmarkEngineTargets.
+func benchSizes(b *testing.B) []int {
+	v := os.Getenv("FHIRSTORE_BENCH_SIZES")
+	if v == "" {
+		v = "3000"
+	}
+	var out []int
+	for _, s := range strings.Split(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 {
+			b.Fatalf("FHIRSTORE_BENCH_SIZES=%q: want resource counts such as 3000,10000,100000", v)
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+// syntheaCopy is patient bundle body with its Patient's family name made
+// unique to copy k, so that every copy is a different person to search for.
+func syntheaCopy(b *testing.B, body []byte, k int) ([]byte, int) {
+	b.Helper()
+	var bundle map[string]any
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	if err := dec.Decode(&bundle); err != nil {
+		b.Fatal(err)
+	}
+	entries := bundle["entry"].([]any)
+	for _, en := range entries {
+		res := en.(map[string]any)["resource"].(map[string]any)
+		if res["resourceType"] != "Patient" {
+			continue
+		}
+		for _, n := range res["name"].([]any) {
+			name := n.(map[string]any)
+			name["family"] = fmt.Sprintf("%sc%d", name["family"], k)
+		}
+	}
+	out, err := json.Marshal(bundle)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return out, len(entries)
+}
+
+// commandLog records the finds and counts the store sends while on.
+type commandLog struct {
+	mu   sync.Mutex
+	on   bool
+	cmds []loggedCommand
+}
+
+type loggedCommand struct {
+	db, name string
+	body     bson.Raw
+}
+
+func (l *commandLog) monitor() *event.CommandMonitor {
+	return &event.CommandMonitor{Started: func(_ context.Context, ev *event.CommandStartedEvent) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if l.on && (ev.CommandName == "find" || ev.CommandName == "count") {
+			l.cmds = append(l.cmds, loggedCommand{db: ev.DatabaseName, name: ev.CommandName, body: append(bson.Raw(nil), ev.Command...)})
+		}
+	}}
+}
+
+// capture returns the commands run sends.
+func (l *commandLog) capture(run func()) []loggedCommand {
+	l.mu.Lock()
+	l.on, l.cmds = true, nil
+	l.mu.Unlock()
+	run()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.on = false
+	return l.cmds
+}
+
+// median times f n times and returns the median duration.
+func median(n int, f func()) time.Duration {
+	ds := make([]time.Duration, n)
+	for i := range ds {
+		start := time.Now()
+		f()
+		ds[i] = time.Since(start)
+	}
+	slices.Sort(ds)
+	return ds[n/2]
+}
+
+func BenchmarkEngineTargets(b *testing.B) {
+	raw, ok := rawEngine()
+	if !ok {
+		b.Skip("the engine benchmark compares with raw SQL: run it on the embedded engine")
+	}
+	for _, n := range benchSizes(b) {
+		b.Run(fmt.Sprintf("resources=%d", n), func(b *testing.B) {
+			log := &commandLog{}
+			e := newEnv(b, func(_ *server.Config, o *store.Options) { o.Monitor = log.monitor() })
+			loaded := loadSynthea(b, e, n)
+			targets := pickTargets(b, e)
+			b.Logf("%d resources loaded", loaded)
+			for _, tg := range targets {
+				cmds := log.capture(func() { checkOK(b, e, tg.path) })
+				httpT := median(31, func() { checkOK(b, e, tg.path) })
+				rawT := median(31, func() {
+					for _, c := range cmds {
+						if err := raw.run(context.Background(), c); err != nil {
+							b.Fatalf("%s: raw %s: %v", tg.name, c.body, err)
+						}
+					}
+				})
+				b.ReportMetric(float64(httpT.Microseconds())/1000, tg.name+"-http-ms")
+				b.ReportMetric(float64(rawT.Microseconds())/1000, tg.name+"-raw-ms")
+				b.Logf("%-22s http %8.2f ms   raw SQL %8.3f ms (%d statements)   %s", tg.name, ms(httpT), ms(rawT), len(cmds), tg.path)
+			}
+		})
+	}
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func checkOK(b *testing.B, e *env, path string) {
+	r := e.get(path)
+	if r.Status != http.StatusOK {
+		b.Fatalf("GET %s: %d %.300s", path, r.Status, r.Body)
+	}
+}
+
+// loadSynthea posts the hospitals and clinicians, then copies of the
+// patient bundles with four clients (as fhirstore load does) until n
+// resources are stored; it reports the rate of the patient bundles.
+func loadSynthea(b *testing.B, e *env, n int) int {
+	b.Helper()
+	loaded := 0
+	for _, f := range []string{"hospitalInformation.json", "practitionerInformation.json"} {
+		body, err := os.ReadFile(filepath.Join(synDir, f))
+		if err != nil {
+			b.Fatal(err)
+		}
+		postBundle(b, e, body)
+	}
+	originals := ingestBundles(b)
+	var bundles [][]byte
+	for k := 0; loaded < n; k++ {
+		body, entries := syntheaCopy(b, originals[k%len(originals)], k)
+		bundles = append(bundles, body)
+		loaded += entries
+	}
+	start := time.Now()
+	postConcurrently(b, e, bundles, 4)
+	rate := float64(loaded) / time.Since(start).Seconds()
+	b.ReportMetric(rate, "ingest-resources/s")
+	b.Logf("ingest: %d resources in %d transaction Bundles, 4 clients: %.0f resources/s", loaded, len(bundles), rate)
+	return loaded
+}
+
+// benchTarget is one measured request.
+type benchTarget struct{ name, path string }
+
+// pickTargets chooses the resources the reads ask for: the newest Patient
+// and Observation (the worst case for an engine that scans), the newest
+// Patient's family name, and a code many Observations share.
+func pickTargets(b *testing.B, e *env) []benchTarget {
+	b.Helper()
+	newest := func(path string) map[string]any {
+		r := e.get(path)
+		if r.Status != http.StatusOK {
+			b.Fatalf("GET %s: %d", path, r.Status)
+		}
+		entries, _ := r.JSON(b)["entry"].([]any)
+		if len(entries) == 0 {
+			b.Fatalf("GET %s: no entries", path)
+		}
+		return entries[0].(map[string]any)["resource"].(map[string]any)
+	}
+	obs := newest("/Observation?_sort=-_lastUpdated&_count=1")
+	pat := newest("/Patient?_sort=-_lastUpdated&_count=1")
+	family := pat["name"].([]any)[0].(map[string]any)["family"].(string)
+	patient := obs["subject"].(map[string]any)["reference"].(string)
+	return []benchTarget{
+		{"read", "/Patient/" + pat["id"].(string)},
+		{"vread", "/Observation/" + obs["id"].(string) + "/_history/1"},
+		{"obs-by-patient", "/Observation?patient=" + patient + "&_count=20"},
+		{"code-newest-10", "/Observation?code=http://loinc.org|8867-4&_sort=-date&_count=10"},
+		{"patient-by-family", "/Patient?family=" + family},
+		{"count-observations", "/Observation?_summary=count"},
+		{"instance-history", "/Patient/" + pat["id"].(string) + "/_history"},
+		{"type-history", "/Observation/_history?_count=10"},
+		{"missing-id", "/Patient?_id=no-such-id"},
+	}
+}
+
+// rawSQL runs the statements the embedded engine plans for a logged
+// command directly on a reader connection of its file.
+type rawSQL struct{ eng *sqlite.Engine }
+
+func rawEngine() (rawSQL, bool) {
+	e, ok := db.SQLite()
+	return rawSQL{e}, ok
+}
+
+// run plans c again (the same filter, sort and limit give the same plan)
+// and steps through every row of each statement.
+func (r rawSQL) run(ctx context.Context, c loggedCommand) error {
+	coll, _ := c.body.Lookup(c.name).StringValueOK()
+	var cmd struct {
+		Filter     bson.D `bson:"filter"`
+		Sort       bson.D `bson:"sort"`
+		Skip       int64  `bson:"skip"`
+		Limit      int64  `bson:"limit"`
+		Projection bson.D `bson:"projection"`
+	}
+	if err := bson.Unmarshal(c.body, &cmd); err != nil {
+		return err
+	}
+	opts := &engine.FindOptions{Sort: cmd.Sort, Skip: cmd.Skip, Limit: cmd.Limit}
+	stmts, err := r.eng.Statements(ctx, c.db, coll, cmd.Filter, opts, c.name == "count")
+	if err != nil {
+		return err
+	}
+	for _, st := range stmts {
+		if os.Getenv("FHIRSTORE_BENCH_SQL") == "1" {
+			fmt.Fprintf(os.Stderr, "%s %s\n  %s %v\n", c.name, c.body, st.SQL, st.Args)
+		}
+		if _, err := r.eng.RunStatement(ctx, c.db, st); err != nil {
+			return err
+		}
+	}
+	return nil
+}
