@@ -116,7 +116,7 @@ func BenchmarkSyntheaIngest(b *testing.B) {
 				start = time.Now()
 				for j, byType := range docs {
 					for typ, list := range byType {
-						if err := raw.Collection(typ).InsertMany(ctx, withIDs(list, fmt.Sprintf("%d-%d-", i, j))); err != nil {
+						if err := raw.Collection(typ).InsertMany(ctx, withIDs(list, fmt.Sprintf("%d-%d-%d-", time.Now().UnixNano(), i, j))); err != nil {
 							b.Fatal(err)
 						}
 					}

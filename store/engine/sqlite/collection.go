@@ -272,7 +272,7 @@ type stored struct {
 // matches reads (up to limit, 0: all) documents matching x in the write
 // transaction.
 func (c *collection) matches(ctx context.Context, w *conn, x expr, limit int64) ([]*stored, error) {
-	p := &planner{n: c.n, q: w, cols: "d.rid, d.id, d.doc"}
+	p := &planner{n: c.n, q: w, cols: "d.rid, d.id, d.doc", db: c.db, counts: c.e.counts}
 	steps, err := p.find(ctx, x, nil, limit)
 	if err != nil {
 		return nil, err

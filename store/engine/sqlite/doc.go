@@ -11,9 +11,10 @@
 // mode so that readers never wait for the writer and several processes
 // can share it: busy_timeout makes writers of different processes take
 // turns. A file has one writer connection (every write is one BEGIN
-// IMMEDIATE transaction) and a pool of query_only readers; every read
-// runs in a read transaction, so what it plans with and what it reads are
-// one snapshot. Connections map the file into memory (mmap) and keep a
+// IMMEDIATE transaction) and a pool of query_only readers (the one used
+// last is taken first: its cache is the warmest); every read runs in a
+// read transaction, so what it plans with and what it reads are one
+// snapshot. Connections map the file into memory (mmap) and keep a
 // modest page cache. The engine drives SQLite (modernc.org/sqlite, SQLite
 // compiled to Go) through its C API rather than database/sql, whose
 // driver prepares every statement anew on each execution: each connection
@@ -74,12 +75,17 @@
 //     path (they sort as null: first ascending, last descending) are read
 //     by a second query only when the path counts say some document
 //     lacks it.
+//   - Driven by a condition, an order ending with _id (the store's:
+//     lastUpdated, _id) reads the _id (a document row) of the page's
+//     candidates only: the first matches by the other keys and those tied
+//     with the last of them.
 //   - Conditions matching at most one entry per document (equalities, and
 //     any condition on a path no document holds several values at) are
-//     joins on r_C; others are EXISTS subqueries on it.
-//   - Count drives from the most selective condition; an equality on a
-//     boolean whose other value few documents hold is counted as the
-//     count without it less the documents holding the other value.
+//     joins on r_C; others are EXISTS subqueries on it. An equality that
+//     every document but few satisfies (deleted: false) is checked as
+//     "not one of those few", or not at all when there are none.
+//   - Count drives from the most selective condition; such an equality is
+//     counted as the count without it less the few documents without it.
 //
 // Writes compute a document's entries in Go; a replacement rewrites only
 // the entries that changed.

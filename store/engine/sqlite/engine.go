@@ -28,11 +28,12 @@ type Options struct {
 
 // Engine is a directory of SQLite files, one per database.
 type Engine struct {
-	dir  string
-	opts Options
-	log  *zap.Logger
-	ids  atomic.Int64 // monitor request ids
-	pins *pinned
+	dir    string
+	opts   Options
+	log    *zap.Logger
+	ids    atomic.Int64 // monitor request ids
+	pins   *pinned
+	counts *countCache
 
 	mu     sync.Mutex
 	files  map[string]*file
@@ -57,7 +58,7 @@ func Open(ctx context.Context, dir string, opts Options) (*Engine, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &Engine{dir: dir, opts: opts, log: log, files: map[string]*file{}, pins: pin()}, nil
+	return &Engine{dir: dir, opts: opts, log: log, files: map[string]*file{}, pins: pin(), counts: newCountCache()}, nil
 }
 
 // Name is "sqlite".

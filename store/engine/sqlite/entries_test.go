@@ -188,3 +188,28 @@ func TestPathCounts(t *testing.T) {
 		t.Errorf("path counts %v, want %v", got, want)
 	}
 }
+
+func TestCountCache(t *testing.T) {
+	c := newCountCache()
+	c.put("exact", cachedCount{n: 40, limit: 100, docs: 1000})
+	c.put("many", cachedCount{n: 100, limit: 100, docs: 1000})
+	for _, tc := range []struct {
+		key         string
+		limit, docs int64
+		n           int64
+		ok          bool
+	}{
+		{"exact", 100, 1000, 40, true},
+		{"exact", 41, 1050, 40, true},
+		{"exact", 40, 1000, unbounded, true}, // 40 is not below the limit
+		{"exact", 100, 1200, 0, false},       // the collection grew
+		{"many", 50, 1000, unbounded, true},  // at least 100: at least 50
+		{"many", 200, 1000, 0, false},        // at least 100, maybe below 200
+		{"none", 100, 1000, 0, false},
+	} {
+		n, ok := c.get(tc.key, tc.limit, tc.docs)
+		if n != tc.n || ok != tc.ok {
+			t.Errorf("get(%s, %d, %d) = %d %v, want %d %v", tc.key, tc.limit, tc.docs, n, ok, tc.n, tc.ok)
+		}
+	}
+}

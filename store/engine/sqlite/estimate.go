@@ -299,12 +299,18 @@ func (p *planner) readStats(ctx context.Context, cs []expr, paths []string, want
 		return st, nil // nothing to choose between
 	}
 	for _, l := range rest {
-		var n int64
-		var b builder
-		b.WriteString("SELECT ")
-		p.countLeaf(&b, l, least)
-		if _, err := p.q.queryRow(ctx, b.String(), b.args, &n); err != nil {
-			return nil, fmt.Errorf("read statistics: %w", err)
+		var cond builder
+		p.countLeaf(&cond, l, 0)
+		key := countKey(p.db, p.n.coll, cond.String(), cond.args)
+		n, ok := p.counts.get(key, least, st.docs)
+		if !ok {
+			var b builder
+			b.WriteString("SELECT ")
+			p.countLeaf(&b, l, least)
+			if _, err := p.q.queryRow(ctx, b.String(), b.args, &n); err != nil {
+				return nil, fmt.Errorf("read statistics: %w", err)
+			}
+			p.counts.put(key, cachedCount{n: n, limit: least, docs: st.docs})
 		}
 		if n < least {
 			st.est[l] = n

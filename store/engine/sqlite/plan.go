@@ -4,13 +4,16 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 )
 
 // planner writes the SQL of one collection's reads, on one connection.
 type planner struct {
-	n    names
-	q    *conn
-	cols string // what Find steps select ("d.doc", or "d.rid, d.id, d.doc" for writes)
+	n      names
+	q      *conn
+	cols   string      // what Find steps select ("d.doc", or "d.rid, d.id, d.doc" for writes)
+	db     string      // the database's name
+	counts *countCache // the engine's
 }
 
 // step is one query of a Find: "SELECT <cols> ..." without LIMIT/OFFSET.
@@ -133,6 +136,11 @@ func (p *planner) driven(cs []expr, drive int, keys []sortKey, want int64, st *s
 		p.filter(&q, others, rid, st, nil, true)
 		return q.step()
 	}
+	// Reading the _id of few candidates costs less than the ties' query.
+	last := len(keys) - 1
+	if want > 0 && last > 0 && keys[last].path == "_id" && drive >= 0 && st.estimate(cs[drive]) > 4*want {
+		return p.drivenTies(cs, drive, keys, want, st)
+	}
 	var q query
 	needDoc := usesID(andExpr(others)) || slices.ContainsFunc(keys, func(k sortKey) bool { return k.path == "_id" })
 	rid := p.source(&q.from, cs, drive, needDoc, st)
@@ -162,6 +170,47 @@ func (p *planner) driven(cs []expr, drive int, keys []sortKey, want int64, st *s
 		}
 		b.WriteString("t.k" + itoa(int64(i)) + k.dir())
 	}
+	return &step{sql: b.String(), args: b.args}
+}
+
+// drivenTies is driven for an order ending with _id (the store's: ...,
+// lastUpdated, _id), reading the _id (a document row) of the page's
+// candidates only: the first want matches by the other keys, and those
+// tied with the last of them; they are then sorted by all keys.
+func (p *planner) drivenTies(cs []expr, drive int, keys []sortKey, want int64, st *stats) *step {
+	others := without(cs, drive)
+	front := keys[:len(keys)-1]
+	var q query
+	rid := p.source(&q.from, cs, drive, usesID(andExpr(others)), st)
+	q.sel.WriteString(rid + " AS rid")
+	p.filter(&q, others, rid, st, nil, true)
+	var cols, order, tied builder
+	cols.WriteString("rid")
+	for i, k := range front {
+		name := "k" + itoa(int64(i))
+		q.sel.WriteString(", ")
+		p.sortValue(&q, &q.sel, k, rid, st, true)
+		q.sel.WriteString(" AS " + name)
+		cols.WriteString(", " + name)
+		if i > 0 {
+			order.WriteString(", ")
+			tied.WriteString(" AND ")
+		}
+		order.WriteString(name + k.dir())
+		tied.WriteString("c." + name + " IS last." + name)
+	}
+	c := q.step()
+	var b builder
+	b.WriteString("WITH c AS MATERIALIZED (" + c.sql + "), top AS MATERIALIZED (SELECT " + cols.String() + " FROM c ORDER BY " + order.String() + " LIMIT ")
+	b.args = append(b.args, c.args...)
+	b.arg(want)
+	b.WriteString("), last AS (SELECT " + cols.String() + " FROM top ORDER BY " + order.String() + " LIMIT 1 OFFSET ")
+	b.arg(want - 1)
+	b.WriteString(") SELECT " + p.cols + " FROM (SELECT " + cols.String() + " FROM top UNION SELECT c." + strings.ReplaceAll(cols.String(), ", ", ", c.") + " FROM c, last WHERE " + tied.String() + ") AS t CROSS JOIN " + p.n.d + " AS d ON d.rid = t.rid ORDER BY ")
+	for i, k := range front {
+		b.WriteString("t.k" + itoa(int64(i)) + k.dir() + ", ")
+	}
+	b.WriteString("d.id" + keys[len(keys)-1].dir())
 	return &step{sql: b.String(), args: b.args}
 }
 

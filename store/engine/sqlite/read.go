@@ -20,7 +20,7 @@ func (c *collection) reader(ctx context.Context) (p *planner, release func(), er
 	if err != nil {
 		return nil, nil, err
 	}
-	return &planner{n: c.n, q: q, cols: "d.doc"}, func() { f.release(q) }, nil
+	return &planner{n: c.n, q: q, cols: "d.doc", db: c.db, counts: c.e.counts}, func() { f.release(q) }, nil
 }
 
 // Find returns the documents matching filter, in opts.Sort order.
