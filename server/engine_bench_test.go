@@ -18,7 +18,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -171,13 +170,7 @@ func checkOK(b *testing.B, e *env, path string) {
 func loadSynthea(b *testing.B, e *env, n int) int {
 	b.Helper()
 	loaded := 0
-	for _, f := range []string{"hospitalInformation.json", "practitionerInformation.json"} {
-		body, err := os.ReadFile(filepath.Join(synDir, f))
-		if err != nil {
-			b.Fatal(err)
-		}
-		postBundle(b, e, body)
-	}
+	postSyntheaProviders(b, e)
 	originals := ingestBundles(b)
 	var bundles [][]byte
 	for k := 0; loaded < n; k++ {

@@ -45,6 +45,19 @@ func postBundle(b *testing.B, e *env, body []byte) {
 	}
 }
 
+// postSyntheaProviders posts the hospital and clinician batches the
+// patient bundles refer to.
+func postSyntheaProviders(b *testing.B, e *env) {
+	b.Helper()
+	for _, f := range []string{"hospitalInformation.json", "practitionerInformation.json"} {
+		body, err := os.ReadFile(filepath.Join(synDir, f))
+		if err != nil {
+			b.Fatal(err)
+		}
+		postBundle(b, e, body)
+	}
+}
+
 // bundleDocuments decodes the resources of a Bundle's entries by type, as
 // the store decodes them.
 func bundleDocuments(b *testing.B, body []byte) map[string][]any {
@@ -82,13 +95,7 @@ func bundleDocuments(b *testing.B, body []byte) map[string][]any {
 func BenchmarkSyntheaIngest(b *testing.B) {
 	ctx := context.Background()
 	e := newEnv(b)
-	for _, f := range []string{"hospitalInformation.json", "practitionerInformation.json"} {
-		body, err := os.ReadFile(filepath.Join(synDir, f))
-		if err != nil {
-			b.Fatal(err)
-		}
-		postBundle(b, e, body)
-	}
+	postSyntheaProviders(b, e)
 	bundles := ingestBundles(b)
 	docs := make([]map[string][]any, len(bundles))
 	resources := 0
