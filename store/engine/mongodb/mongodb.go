@@ -115,7 +115,7 @@ func (c collection) InsertMany(ctx context.Context, docs []any) error {
 }
 
 func (c collection) ReplaceOne(ctx context.Context, filter bson.D, doc any, upsert bool) (bool, error) {
-	res, err := c.c.ReplaceOne(ctx, filter, doc, options.Replace().SetUpsert(upsert))
+	res, err := c.c.ReplaceOne(ctx, orEmpty(filter), doc, options.Replace().SetUpsert(upsert))
 	if err != nil {
 		return false, wrap(c.op("replace in"), err)
 	}
@@ -123,7 +123,7 @@ func (c collection) ReplaceOne(ctx context.Context, filter bson.D, doc any, upse
 }
 
 func (c collection) DeleteOne(ctx context.Context, filter bson.D) (int64, error) {
-	res, err := c.c.DeleteOne(ctx, filter)
+	res, err := c.c.DeleteOne(ctx, orEmpty(filter))
 	if err != nil {
 		return 0, wrap(c.op("delete from"), err)
 	}
@@ -131,7 +131,7 @@ func (c collection) DeleteOne(ctx context.Context, filter bson.D) (int64, error)
 }
 
 func (c collection) DeleteMany(ctx context.Context, filter bson.D) (int64, error) {
-	res, err := c.c.DeleteMany(ctx, filter)
+	res, err := c.c.DeleteMany(ctx, orEmpty(filter))
 	if err != nil {
 		return 0, wrap(c.op("delete from"), err)
 	}
@@ -154,7 +154,7 @@ func (c collection) Find(ctx context.Context, filter bson.D, opts *engine.FindOp
 			fo.SetProjection(opts.Projection)
 		}
 	}
-	cur, err := c.c.Find(ctx, filter, fo)
+	cur, err := c.c.Find(ctx, orEmpty(filter), fo)
 	if err != nil {
 		return nil, wrap(c.op("find in"), err)
 	}
@@ -174,7 +174,7 @@ func (c collection) FindOne(ctx context.Context, filter bson.D, opts *engine.Fin
 			fo.SetProjection(opts.Projection)
 		}
 	}
-	raw, err := c.c.FindOne(ctx, filter, fo).Raw()
+	raw, err := c.c.FindOne(ctx, orEmpty(filter), fo).Raw()
 	if errors.Is(err, mongo.ErrNoDocuments) {
 		return nil, fmt.Errorf("%s: %w", c.op("find one in"), engine.ErrNoDocuments)
 	}
@@ -185,7 +185,7 @@ func (c collection) FindOne(ctx context.Context, filter bson.D, opts *engine.Fin
 }
 
 func (c collection) Count(ctx context.Context, filter bson.D) (int64, error) {
-	n, err := c.c.CountDocuments(ctx, filter)
+	n, err := c.c.CountDocuments(ctx, orEmpty(filter))
 	return n, wrap(c.op("count in"), err)
 }
 
@@ -195,7 +195,7 @@ func (c collection) CountDistinct(ctx context.Context, filter bson.D, fields ...
 		group = append(group, bson.E{Key: f, Value: "$" + f})
 	}
 	pipeline := mongo.Pipeline{
-		{{Key: "$match", Value: filter}},
+		{{Key: "$match", Value: orEmpty(filter)}},
 		{{Key: "$group", Value: bson.D{{Key: "_id", Value: group}}}},
 		{{Key: "$count", Value: "n"}},
 	}
@@ -263,6 +263,15 @@ func (c collection) IndexNames(ctx context.Context) ([]string, error) {
 		names = append(names, sp.Name)
 	}
 	return names, nil
+}
+
+// orEmpty is filter, or the empty filter for nil (the driver cannot
+// marshal a nil document).
+func orEmpty(filter bson.D) bson.D {
+	if filter == nil {
+		return bson.D{}
+	}
+	return filter
 }
 
 type cursor struct {
