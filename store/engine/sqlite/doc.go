@@ -60,7 +60,10 @@
 // for an equality on a boolean, the entries holding the other value,
 // usually few: deleted: false matches all documents but the deleted);
 // when none is that selective, it counts the conditions in order of
-// likely selectivity, each only as far as the least before it. Then:
+// likely selectivity, each only as far as the least before it (the
+// engine remembers these counts: a query asked again, or its next page,
+// is planned without counting while the collection's size holds within a
+// tenth). Then:
 //
 //   - A Find with a sort and a limit either reads the matches of its most
 //     selective condition, checks the others and sorts them (sort values

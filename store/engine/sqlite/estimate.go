@@ -10,6 +10,13 @@ import (
 // unbounded stands for "at least as many as the cap" in estimates.
 const unbounded = math.MaxInt64
 
+// sortFloor is the number of matches the planner always sorts rather than
+// walk a sort path for: sorting a thousand rows takes about a millisecond,
+// while a walk's cost, estimated as if matches were spread evenly, has no
+// bound when they are not (a patient's Observations, written last, sit at
+// the far end of a walk of lastUpdated).
+const sortFloor = 1000
+
 // probeCap is how far conditions are counted when the plan only needs
 // the most selective one (no sort and limit to weigh them against).
 const probeCap = 4096
@@ -267,7 +274,7 @@ func (p *planner) readStats(ctx context.Context, cs []expr, paths []string, want
 	}
 	limit := int64(probeCap)
 	if sorted && want > 0 {
-		limit = max(2*want, int64(math.Sqrt(float64(want)*float64(max(st.docs, 0)))))
+		limit = max(2*want, sortFloor, int64(math.Sqrt(float64(want)*float64(max(st.docs, 0)))))
 		st.threshold = limit
 	}
 	limit++ // counting to the threshold plus one tells "above it"

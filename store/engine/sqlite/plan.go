@@ -206,11 +206,17 @@ func (p *planner) drivenTies(cs []expr, drive int, keys []sortKey, want int64, s
 	b.arg(want)
 	b.WriteString("), last AS (SELECT " + cols.String() + " FROM top ORDER BY " + order.String() + " LIMIT 1 OFFSET ")
 	b.arg(want - 1)
-	b.WriteString(") SELECT " + p.cols + " FROM (SELECT " + cols.String() + " FROM top UNION SELECT c." + strings.ReplaceAll(cols.String(), ", ", ", c.") + " FROM c, last WHERE " + tied.String() + ") AS t CROSS JOIN " + p.n.d + " AS d ON d.rid = t.rid ORDER BY ")
+	// The page is cut by _id before any document is read: a large tie (a
+	// transaction's resources share their lastUpdated) costs its ids only.
+	var byID builder
 	for i, k := range front {
-		b.WriteString("t.k" + itoa(int64(i)) + k.dir() + ", ")
+		byID.WriteString("t.k" + itoa(int64(i)) + k.dir() + ", ")
 	}
-	b.WriteString("d.id" + keys[len(keys)-1].dir())
+	byID.WriteString("i.id" + keys[len(keys)-1].dir())
+	order2 := strings.NewReplacer("t.", "u.", "i.", "u.").Replace(byID.String())
+	b.WriteString(") SELECT " + p.cols + " FROM (SELECT t.*, i.id AS id FROM (SELECT " + cols.String() + " FROM top UNION SELECT c." + strings.ReplaceAll(cols.String(), ", ", ", c.") + " FROM c, last WHERE " + tied.String() + ") AS t CROSS JOIN " + p.n.d + " AS i ON i.rid = t.rid ORDER BY " + byID.String() + " LIMIT ")
+	b.arg(want)
+	b.WriteString(") AS u CROSS JOIN " + p.n.d + " AS d ON d.rid = u.rid ORDER BY " + order2)
 	return &step{sql: b.String(), args: b.args}
 }
 
