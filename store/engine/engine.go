@@ -29,13 +29,20 @@
 //
 // Values compare within their kind only: strings with strings (byte
 // order), numbers with numbers, times with times, bools with bools.
+// Equality with nil matches a missing or null field; $gt, $lt and the
+// other comparisons with nil match nothing. So keyset paging cannot step
+// past documents that lack a sort value: the store gives every sortable
+// parameter a value (sentinels that sort last both ways, see package
+// store's index.go).
 //
 // # Sorts, projections
 //
 // Find sorts by top-level or dotted scalar paths (1 ascending, -1
 // descending); a sort path holds one value per document. Projections
 // name top-level fields (or dotted ones, which keep their top-level
-// field) either to include or to exclude; "_id" is always kept.
+// field) to include, or top-level fields to exclude; "_id" is always
+// kept. A cursor holds a connection until it is exhausted or closed:
+// close every cursor.
 package engine
 
 import (
