@@ -51,7 +51,7 @@ func Open(ctx context.Context, dir string, opts Options) (*Engine, error) {
 	if opts.ReadConns <= 0 {
 		opts.ReadConns = 4
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("open SQLite engine: %w: %w", engine.ErrUnavailable, err)
 	}
 	log := opts.Logger
