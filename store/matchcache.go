@@ -13,8 +13,8 @@ const maxCachedMatches = 10000
 // moves on every change of one of its current rows, so an entry is valid
 // exactly while its generation is current — as long as this process is the
 // only writer (Options.Exclusive). Bulk loads repeat the same conditional
-// references thousands of times; on the embedded engine each search is a
-// scan of the collection.
+// references thousands of times; each is a search, cheap on an index but not
+// free.
 type matchCache struct {
 	mu      sync.Mutex
 	gens    map[string]int64 // "tenant/type" → generation

@@ -116,8 +116,8 @@ type Store struct {
 	// indexed remembers the "tenant/type" collections whose search
 	// indexes this process has ensured.
 	indexed sync.Map
-	// indexMu serializes index creation: the embedded engine fails when two
-	// clients create the same index at once.
+	// indexMu serializes index creation: FerretDB fails when two clients
+	// create the same index at once.
 	indexMu sync.Mutex
 	// matches caches condition searches when Options.Exclusive is set.
 	matches matchCache

@@ -59,8 +59,8 @@ func (c *checker) problem(why string) {
 }
 
 // check verifies the history of every resource the run wrote. Reading each
-// resource's own history would cost one scan of the history collection per
-// resource on the embedded engine, so it pages through each type's history
+// resource's own history would cost one request per resource (and one scan
+// of the history collection each on a database that scans), so it pages through each type's history
 // once, reads current versions 100 ids at a time, and only goes back to a
 // resource's own history when something looks wrong there.
 func (b *bench) check(ctx context.Context) checkReport {
