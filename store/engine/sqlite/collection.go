@@ -63,19 +63,7 @@ func (c *collection) InsertOne(ctx context.Context, doc any) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", c.op("insert into"), err)
 		}
-		err = c.write(ctx, true, func(w *conn) error {
-			pending := &entryRows{c: c}
-			dup, err := c.insertDoc(ctx, w, p, pending)
-			if err == nil && !dup {
-				err = pending.flush(ctx, w)
-			}
-			if err != nil || dup {
-				return duplicate(p.id, err, dup)
-			}
-			d := pathDeltas{}
-			d.add(p.entries, 1)
-			return c.addPaths(ctx, w, d)
-		})
+		err = c.write(ctx, true, func(w *conn) error { return c.insertOne(ctx, w, p) })
 		return classify(c.op("insert into"), err)
 	})
 }
@@ -204,6 +192,12 @@ func (c *collection) upsert(ctx context.Context, w *conn, x expr, p *prepared, u
 			return fmt.Errorf("upsert of a document without _id: %w", engine.ErrUnsupported)
 		}
 	}
+	return c.insertOne(ctx, w, p)
+}
+
+// insertOne inserts one prepared document with its index entries and path
+// counts, inside the writer's transaction.
+func (c *collection) insertOne(ctx context.Context, w *conn, p *prepared) error {
 	pending := &entryRows{c: c}
 	dup, err := c.insertDoc(ctx, w, p, pending)
 	if err == nil && !dup {
