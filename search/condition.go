@@ -27,6 +27,12 @@ func condition(p *Param, name, modifier, value string) (bson.D, func(bson.Raw) b
 		}
 		return nil, nil, errorf(name, "the :missing modifier takes true or false, not %q", value)
 	}
+	if textParams[p.Code] {
+		return textCondition(field, name, modifier, value)
+	}
+	if p.Type == "composite" {
+		return compositeCondition(p, field, name, modifier, value)
+	}
 	values := splitValues(value)
 	if len(values) == 0 {
 		return nil, nil, errorf(name, "no value given")

@@ -16,6 +16,12 @@ func (r *Registry) Extract(resourceType string, resource map[string]any) (idx bs
 	x := extractor{isType: func(t string) bool { return r.types[t] || r.byType[t] != nil }}
 	for _, p := range r.Params(resourceType) {
 		x.reset()
+		if p.Type == "composite" {
+			if v := x.compositeValues(p, resource); len(v) > 0 {
+				idx = append(idx, bson.E{Key: p.Code, Value: v})
+			}
+			continue
+		}
 		if p.expr == nil {
 			x.resourceLevel(p, resource)
 		} else {
@@ -69,6 +75,8 @@ func (x *extractor) resourceLevel(p *Param, resource map[string]any) {
 		}
 	case "_source":
 		x.uri(str(meta, "source"))
+	case "_text", "_content":
+		x.main.add(textWords(p.Code, resource)...)
 	}
 }
 

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"fhirstore/search"
 )
 
 func example(t testing.TB, name string) map[string]any {
@@ -231,6 +233,10 @@ func TestExtractEveryExample(t *testing.T) {
 					t.Errorf("%s: idx[%q] empty", f, e.Key)
 				}
 			case bson.A:
+				if p, _ := r.Lookup(typ, e.Key); p.Type == "composite" {
+					checkComposite(t, f, p, v)
+					continue
+				}
 				for _, x := range v {
 					d := x.(bson.D)
 					if d[0].Key != "lo" || d[1].Key != "hi" {
@@ -278,6 +284,24 @@ func TestExtractConcurrently(t *testing.T) {
 	for range 8 {
 		if got := <-done; !reflect.DeepEqual(got, want) {
 			t.Errorf("concurrent Extract = %v, want %v", got, want)
+		}
+	}
+}
+
+// checkComposite checks that each stored element of a composite holds
+// every component under its key.
+func checkComposite(t *testing.T, file string, p *search.Param, v bson.A) {
+	t.Helper()
+	for _, x := range v {
+		d := x.(bson.D)
+		if len(d) != len(p.Components) {
+			t.Errorf("%s: idx[%q] element %v has %d components, not %d", file, p.Code, d, len(d), len(p.Components))
+			continue
+		}
+		for i, e := range d {
+			if e.Key != string("abcdefgh"[i]) {
+				t.Errorf("%s: idx[%q] element %v: key %q at %d", file, p.Code, d, e.Key, i)
+			}
 		}
 	}
 }

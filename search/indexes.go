@@ -2,7 +2,8 @@ package search
 
 // IndexFields lists the stored fields the searches of a type filter on, one
 // database index each: idx.<code> for equality, $in and prefix matches, and
-// idx.<code>.lo / .hi for the range conditions of dates and quantities.
+// idx.<code>.lo / .hi for the range conditions of dates and quantities,
+// and the same per component of a composite (idx.<code>.<key>).
 func (r *Registry) IndexFields(resourceType string) []string {
 	var out []string
 	for _, p := range r.Params(resourceType) {
@@ -16,8 +17,17 @@ func (r *Registry) IndexFields(resourceType string) []string {
 			out = append(out, field, field+":text")
 		case "reference":
 			out = append(out, field, field+":identifier")
-		case "uri":
+		case "uri", "special":
 			out = append(out, field)
+		case "composite":
+			for i, c := range p.Components {
+				sub := field + "." + string(componentKeys[i])
+				if c.Type == "date" || c.Type == "number" || c.Type == "quantity" {
+					out = append(out, sub+".lo", sub+".hi")
+				} else {
+					out = append(out, sub)
+				}
+			}
 		}
 	}
 	return out

@@ -119,8 +119,7 @@ var resultParams = map[string]bool{
 // explicitly rather than ignore.
 var unsupportedParams = map[string]string{
 	"_contained":     "_contained is not supported",
-	"_containedType": "_containedType is not supported", "_text": "_text is not supported",
-	"_content": "_content is not supported", "_list": "_list is not supported",
+	"_containedType": "_containedType is not supported", "_list": "_list is not supported",
 	"_query": "_query is not supported", "_filter": "_filter is not supported",
 }
 

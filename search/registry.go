@@ -26,6 +26,10 @@ type Param struct {
 	Expression                         string // the official one
 	Description                        string
 
+	// Components are the parts of a composite parameter, in the order its
+	// values name them.
+	Components []Component
+
 	expr *fhirpath.Expr // the branches of Expression for this type; nil for Resource-level parameters
 	// system is the code system of a code element bound to one (see
 	// code-systems.json): its codes are also indexed as system|code.
@@ -59,6 +63,7 @@ var resourceLevel = map[string]bool{
 }
 
 type definition struct {
+	URL         string   `json:"url"`
 	Code        string   `json:"code"`
 	Type        string   `json:"type"`
 	Base        []string `json:"base"`
@@ -67,6 +72,10 @@ type definition struct {
 	Comparator  []string `json:"comparator"`
 	Expression  string   `json:"expression"`
 	Description string   `json:"description"`
+	Component   []struct {
+		Definition string `json:"definition"`
+		Expression string `json:"expression"`
+	} `json:"component"`
 }
 
 // NewRegistry parses the embedded R4 definitions and compiles their
@@ -90,7 +99,15 @@ func NewRegistry(resourceTypes []string) (*Registry, error) {
 		r.types[t] = true
 	}
 	compiled := map[string]*fhirpath.Expr{}
+	byURL := map[string]definition{}
 	for _, e := range bundle.Entry {
+		byURL[e.Resource.URL] = e.Resource
+	}
+	for _, e := range bundle.Entry {
+		if e.Resource.Type == "composite" {
+			r.addComposite(e.Resource, byURL, compiled)
+			continue
+		}
 		if err := r.add(e.Resource, compiled); err != nil {
 			return nil, err
 		}
@@ -119,7 +136,10 @@ func NewRegistry(resourceTypes []string) (*Registry, error) {
 func (r *Registry) add(d definition, compiled map[string]*fhirpath.Expr) error {
 	skip := func(reason string) { r.skipped = append(r.skipped, Skip{d.Code, d.Type, d.Base, reason}) }
 	switch {
-	case d.Type == "composite" || d.Type == "special":
+	case textParams[d.Code]:
+		r.addText(d)
+		return nil
+	case d.Type == "special":
 		skip(d.Type + " parameter")
 		return nil
 	case d.Expression == "":
@@ -174,8 +194,8 @@ func (r *Registry) Params(resourceType string) []*Param {
 	return r.sorted[resourceType]
 }
 
-// Skipped returns the official parameters that are not indexed (composite,
-// special, without expression, or whose expression does not compile).
+// Skipped returns the official parameters that are not indexed (special,
+// without expression, or whose expression does not compile).
 func (r *Registry) Skipped() []Skip {
 	return r.skipped
 }

@@ -100,9 +100,14 @@ func TestParamsAreSortedAndLookupAgrees(t *testing.T) {
 	if p.Type != "reference" || !contains(p.Target, "Patient") || !contains(p.Base, "Observation") {
 		t.Errorf("Observation subject = %+v", p)
 	}
-	for _, code := range []string{"code-value-quantity", "_text", "_content", "_query", "nope"} {
+	for _, code := range []string{"_query", "nope"} {
 		if _, ok := r.Lookup("Observation", code); ok {
 			t.Errorf("Observation %s should not be registered", code)
+		}
+	}
+	for code, typ := range map[string]string{"code-value-quantity": "composite", "_text": "special", "_content": "special"} {
+		if p, ok := r.Lookup("Observation", code); !ok || p.Type != typ {
+			t.Errorf("Observation %s is not registered as %s", code, typ)
 		}
 	}
 	if _, ok := r.Lookup("NotAType", "_id"); ok {

@@ -48,3 +48,23 @@ func (e *Expr) String() string {
 	}
 	return e.src
 }
+
+// EvaluateAt returns the nodes the expression selects from focus, an
+// element of resource (a composite parameter's components are relative to
+// the element; %resource is still the resource).
+func (e *Expr) EvaluateAt(resource map[string]any, focus Node) []Node {
+	if e == nil || e.root == nil || resource == nil || focus.Value == nil {
+		return nil
+	}
+	c := &context{root: resource, rootItem: item{value: resource}}
+	c.rootItem.typ = typeOf(c.rootItem)
+	out := e.root.eval(c, []item{{value: focus.Value, typ: focus.Type}})
+	if len(out) == 0 {
+		return nil
+	}
+	nodes := make([]Node, len(out))
+	for i, it := range out {
+		nodes[i] = Node{Value: it.value, Type: it.typ}
+	}
+	return nodes
+}

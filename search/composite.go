@@ -1,0 +1,311 @@
+package search
+
+import (
+	"fmt"
+	"strings"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"fhirstore/search/fhirpath"
+)
+
+// Component is one part of a composite parameter: a parameter of its own
+// type, evaluated on each element the composite's expression selects.
+type Component struct {
+	Code, Type, Expression string
+	expr                   *fhirpath.Expr
+}
+
+// componentKeys name the components inside a stored composite element.
+// They are letters, not positions: MongoDB reads a number in a path as an
+// array index.
+const componentKeys = "abcdefgh"
+
+// componentFixes correct official component expressions that are swapped
+// in R4 (DocumentReference relationship names relatesto by the element
+// "code" and relation by "target").
+var componentFixes = map[string][]string{
+	"DocumentReference.relationship": {"target", "code"},
+}
+
+// addComposite registers a composite parameter on each of its bases.
+func (r *Registry) addComposite(d definition, byURL map[string]definition, compiled map[string]*fhirpath.Expr) {
+	skip := func(reason string) { r.skipped = append(r.skipped, Skip{d.Code, d.Type, d.Base, reason}) }
+	if len(d.Component) < 2 || len(d.Component) > len(componentKeys) {
+		skip(fmt.Sprintf("%d components", len(d.Component)))
+		return
+	}
+	for _, base := range d.Base {
+		comps := make([]Component, len(d.Component))
+		for i, c := range d.Component {
+			def, ok := byURL[c.Definition]
+			if !ok {
+				skip("component " + c.Definition + " is not defined")
+				return
+			}
+			src := c.Expression
+			if fix, ok := componentFixes[base+"."+d.Code]; ok {
+				src = fix[i]
+			}
+			expr, err := compile(src, compiled)
+			if err != nil {
+				skip(fmt.Sprintf("component %s: %v", def.Code, err))
+				return
+			}
+			comps[i] = Component{Code: def.Code, Type: def.Type, Expression: src, expr: expr}
+		}
+		expr, err := compile(branchesFor(d.Expression, base, d.Base), compiled)
+		if err != nil {
+			skip(fmt.Sprintf("%s: %v", base, err))
+			continue
+		}
+		r.register(base, &Param{Code: d.Code, Type: d.Type, Base: d.Base, Expression: d.Expression,
+			Description: d.Description, Components: comps, expr: expr})
+	}
+}
+
+func compile(src string, compiled map[string]*fhirpath.Expr) (*fhirpath.Expr, error) {
+	if expr, ok := compiled[src]; ok {
+		return expr, nil
+	}
+	expr, err := fhirpath.Compile(src)
+	if err != nil {
+		return nil, err
+	}
+	compiled[src] = expr
+	return expr, nil
+}
+
+// maxCompositeTuples bounds the stored entries of one element whose range
+// components hold several values each.
+const maxCompositeTuples = 16
+
+// compositeValues are the stored entries of a composite parameter: one
+// document per element of its expression, holding every component's index
+// values under its key, so that a search matches the components of one
+// element together. A range component (date, number, quantity) holds one
+// {lo, hi} value; an element with several gets one document per value.
+func (x *extractor) compositeValues(p *Param, resource map[string]any) bson.A {
+	var out bson.A
+	for _, el := range p.expr.Evaluate(resource) {
+		docs := []bson.D{{}}
+		for i, c := range p.Components {
+			vals := x.componentValues(c, resource, el)
+			if len(vals) == 0 {
+				docs = nil
+				break
+			}
+			docs = withComponent(docs, string(componentKeys[i]), vals)
+		}
+		for _, d := range docs {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// componentValues are the index values of one component on an element:
+// one []string for a string-like component, one document per range.
+func (x *extractor) componentValues(c Component, resource map[string]any, el fhirpath.Node) []any {
+	sub := extractor{isType: x.isType}
+	cp := &Param{Code: c.Code, Type: c.Type}
+	for _, n := range c.expr.EvaluateAt(resource, el) {
+		sub.node(cp, n)
+	}
+	switch {
+	case len(sub.dates) > 0:
+		return dateValues(sub.dates)
+	case len(sub.nums) > 0:
+		return numValues(sub.nums, c.Type == "quantity")
+	case len(sub.main.list) > 0:
+		return []any{append([]string(nil), sub.main.list...)}
+	}
+	return nil
+}
+
+// withComponent adds a component's values to each partial document: a
+// single value to each, several as the product (bounded).
+func withComponent(docs []bson.D, key string, vals []any) []bson.D {
+	out := make([]bson.D, 0, len(docs)*len(vals))
+	for _, d := range docs {
+		for _, v := range vals {
+			if len(out) == maxCompositeTuples {
+				return out
+			}
+			nd := append(bson.D(nil), d...)
+			out = append(out, append(nd, bson.E{Key: key, Value: v}))
+		}
+	}
+	return out
+}
+
+// elementCheck tells whether one stored composite element matches.
+type elementCheck func(el bson.Raw) bool
+
+// compositeCondition translates a composite search: comma-separated
+// alternatives, each the components' values joined by $ in the
+// parameter's order, each in its own type's syntax. The database narrows
+// by every component's condition on the stored elements; the post-filter
+// keeps the resources where one element meets all of them.
+func compositeCondition(p *Param, field, name, modifier, value string) (bson.D, func(bson.Raw) bool, error) {
+	if modifier != "" {
+		return nil, nil, errorf(name, "the :%s modifier does not apply to composite parameters", modifier)
+	}
+	alts := splitUnescaped(value, ',')
+	var conds []bson.D
+	var checks []elementCheck
+	for _, alt := range alts {
+		if alt == "" {
+			continue
+		}
+		cond, check, err := tupleCondition(p, field, name, alt)
+		if err != nil {
+			return nil, nil, err
+		}
+		conds, checks = append(conds, cond), append(checks, check)
+	}
+	if len(conds) == 0 {
+		return nil, nil, errorf(name, "no value given")
+	}
+	return anyOf(conds), func(idx bson.Raw) bool { return anyCompositeElement(idx, p.Code, checks) }, nil
+}
+
+// tupleCondition is one alternative: every component's condition.
+func tupleCondition(p *Param, field, name, alt string) (bson.D, elementCheck, error) {
+	parts := splitUnescaped(alt, '$')
+	if len(parts) != len(p.Components) {
+		return nil, nil, errorf(name, "%q has %d parts; %s takes %d joined by $ (%s)", alt, len(parts), p.Code, len(p.Components), componentNames(p))
+	}
+	all := make(bson.A, 0, len(parts))
+	checks := make([]elementCheck, 0, len(parts))
+	for i, part := range parts {
+		c := p.Components[i]
+		v := unescape(part)
+		if v == "" {
+			return nil, nil, errorf(name, "the %s part of %q is empty", c.Code, alt)
+		}
+		key := string(componentKeys[i])
+		cond, check, err := componentCondition(c, field+"."+key, key, name, v)
+		if err != nil {
+			return nil, nil, err
+		}
+		all, checks = append(all, cond), append(checks, check)
+	}
+	return bson.D{{Key: "$and", Value: all}}, func(el bson.Raw) bool {
+		for _, ok := range checks {
+			if !ok(el) {
+				return false
+			}
+		}
+		return true
+	}, nil
+}
+
+func componentNames(p *Param) string {
+	names := make([]string, len(p.Components))
+	for i, c := range p.Components {
+		names[i] = c.Code
+	}
+	return strings.Join(names, "$")
+}
+
+// componentCondition is one component's condition on field (the stored
+// element's key) and the same test on one element.
+func componentCondition(c Component, field, key, name, v string) (bson.D, elementCheck, error) {
+	switch c.Type {
+	case "token", "uri":
+		return bson.D{{Key: field, Value: v}}, hasString(key, func(s string) bool { return s == v }), nil
+	case "reference":
+		forms := []string{v}
+		if f := referenceForm(v); f != v {
+			forms = append(forms, f)
+		}
+		return eqAny(field, forms), hasString(key, func(s string) bool { return s == forms[0] || s == forms[len(forms)-1] }), nil
+	case "string":
+		f := Fold(v)
+		return bson.D{{Key: field, Value: prefix(f)}}, hasString(key, func(s string) bool { return strings.HasPrefix(s, f) }), nil
+	case "date", "number", "quantity":
+		cmp, rest := splitPrefix(v)
+		b, unit, err := parseBounds(c.Type, rest)
+		if err != nil {
+			return nil, nil, errorf(name, "%s: %v", c.Code, err)
+		}
+		cond, check, _ := boundCondition(field, cmp, b, unit)
+		return cond, func(el bson.Raw) bool {
+			d, ok := el.Lookup(key).DocumentOK()
+			return ok && check(d)
+		}, nil
+	}
+	return nil, nil, errorf(name, "%s components are not supported", c.Type)
+}
+
+// hasString tests the strings stored at key of an element.
+func hasString(key string, match func(string) bool) elementCheck {
+	return func(el bson.Raw) bool {
+		arr, ok := el.Lookup(key).ArrayOK()
+		if !ok {
+			return false
+		}
+		vals, _ := arr.Values()
+		for _, v := range vals {
+			if s, ok := v.StringValueOK(); ok && match(s) {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// anyCompositeElement reports whether one stored element of code passes
+// one of the checks.
+func anyCompositeElement(idx bson.Raw, code string, checks []elementCheck) bool {
+	arr, ok := idx.Lookup(code).ArrayOK()
+	if !ok {
+		return false
+	}
+	vals, _ := arr.Values()
+	for _, v := range vals {
+		el, ok := v.DocumentOK()
+		if !ok {
+			continue
+		}
+		for _, check := range checks {
+			if check(el) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// splitUnescaped splits v at the separators not escaped with a backslash,
+// keeping the escapes for unescape.
+func splitUnescaped(v string, sep byte) []string {
+	var out []string
+	start := 0
+	for i := 0; i < len(v); i++ {
+		switch {
+		case v[i] == '\\' && i+1 < len(v):
+			i++
+		case v[i] == sep:
+			out = append(out, v[start:i])
+			start = i + 1
+		}
+	}
+	return append(out, v[start:])
+}
+
+// unescape removes the backslashes of \, \$ and \\ (as splitValues does).
+func unescape(v string) string {
+	if !strings.Contains(v, `\`) {
+		return v
+	}
+	var b strings.Builder
+	for i := 0; i < len(v); i++ {
+		if v[i] == '\\' && i+1 < len(v) && strings.IndexByte(`,$\`, v[i+1]) >= 0 {
+			i++
+		}
+		b.WriteByte(v[i])
+	}
+	return b.String()
+}
