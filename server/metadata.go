@@ -60,6 +60,9 @@ func (s *Server) capabilityStatement(base string) map[string]any {
 			"conditionalDelete": "single",
 			"operation":         validateOperation,
 		}
+		if t == "Observation" {
+			r["operation"] = append(validateOperation[:len(validateOperation):len(validateOperation)], lastnOperation)
+		}
 		if params := s.capabilitySearchParams(t); len(params) > 0 {
 			r["interaction"] = append(interactions[:len(interactions):len(interactions)], map[string]string{"code": "search-type"})
 			r["searchParam"] = params

@@ -181,11 +181,15 @@ var fhirRoutes = map[string]map[string]route{
 	"T/I/_history/V":  {http.MethodGet: func(s *Server, c *gin.Context, g []string) { s.vread(c, g[0], g[1], g[3]) }},
 	"T/I/T2":          {http.MethodGet: func(s *Server, c *gin.Context, g []string) { s.compartmentSearch(c, g[0], g[1], g[2]) }},
 	"T/I/$everything": {http.MethodGet: func(s *Server, c *gin.Context, g []string) { s.everything(c, g[0], g[1]) }},
+	"T/$lastn": {
+		http.MethodGet:  func(s *Server, c *gin.Context, g []string) { s.lastn(c, g[0]) },
+		http.MethodPost: func(s *Server, c *gin.Context, g []string) { s.lastn(c, g[0]) },
+	},
 }
 
 // shapeOf names the shape of a FHIR path: T for a type, I for an id, V for
 // a version, T2 for a type after an id (compartment search), literal
-// _history, _search, $validate and $everything kept.
+// _history, _search, $validate, $everything and $lastn kept.
 func shapeOf(segs []string) string {
 	shape := make([]string, len(segs))
 	for i, seg := range segs {
@@ -197,6 +201,8 @@ func shapeOf(segs []string) string {
 		case seg == "$validate" && (i == 1 || i == 2) && i == len(segs)-1:
 			shape[i] = seg
 		case seg == "$everything" && i == 2 && len(segs) == 3:
+			shape[i] = seg
+		case seg == "$lastn" && i == 1 && len(segs) == 2:
 			shape[i] = seg
 		case i == 2 && len(segs) == 3:
 			shape[i] = "T2"

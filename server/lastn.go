@@ -1,0 +1,75 @@
+package server
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/gin-gonic/gin"
+
+	"fhirstore/search"
+	"fhirstore/server/auth"
+	"fhirstore/store"
+)
+
+// lastnOperation advertises Observation/$lastn.
+var lastnOperation = map[string]string{"name": "lastn", "definition": "http://hl7.org/fhir/OperationDefinition/Observation-lastn"}
+
+// maxLastN bounds the max parameter of $lastn.
+const maxLastN = 1000
+
+// lastn serves Observation/$lastn (GET, or POST with a form body): the
+// max most recent Observations of each code for each patient among those
+// the other parameters (patient, subject, category, code, date, and any
+// Observation search parameter) match, as a searchset Bundle.
+func (s *Server) lastn(c *gin.Context, typ string) {
+	if typ != "Observation" {
+		s.abort(c, fail(http.StatusNotFound, "not-supported", "$lastn is an operation of Observation, not of "+typ, ""))
+		return
+	}
+	if s.cfg.Registry == nil {
+		s.notSupported(c, "search is not configured")
+		return
+	}
+	params, err := s.searchParams(c)
+	if err != nil {
+		s.abort(c, err)
+		return
+	}
+	max := 1
+	if v := params.Get("max"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > maxLastN {
+			s.abort(c, fail(http.StatusBadRequest, "value", "max must be an integer from 1 to "+strconv.Itoa(maxLastN)+", not "+quote(v), "max"))
+			return
+		}
+		max = n
+	}
+	params.Del("max")
+	g, err := s.permit(c, typ, auth.Search)
+	if err != nil {
+		s.abort(c, err)
+		return
+	}
+	if restricted(g, typ) { // a patient scope sees its own observations only
+		params = cloneValues(params)
+		params.Add("patient", "Patient/"+accessOf(c.Request.Context()).patient)
+	}
+	q, err := s.cfg.Registry.Parse(typ, params, search.ParseOptions{Strict: prefer(c, "handling") == "strict"})
+	if err != nil {
+		s.abort(c, searchError(err))
+		return
+	}
+	matches, err := s.store.LastN(c.Request.Context(), c.GetString(tenantKey), q, max)
+	if err != nil {
+		s.abort(c, searchError(err))
+		return
+	}
+	total := int64(len(matches))
+	page := &store.SearchPage{Entries: matches, Total: total}
+	b, err := searchBundle(c, typ+"/$lastn", c.Request.URL.Query(), q, page)
+	if err != nil {
+		s.abort(c, err)
+		return
+	}
+	writeJSON(c, http.StatusOK, b)
+}
