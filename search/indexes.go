@@ -1,5 +1,7 @@
 package search
 
+import "sort"
+
 // IndexFields lists the stored fields the searches of a type filter on, one
 // database index each: idx.<code> for equality, $in and prefix matches, and
 // idx.<code>.lo / .hi for the range conditions of dates and quantities,
@@ -30,5 +32,15 @@ func (r *Registry) IndexFields(resourceType string) []string {
 			}
 		}
 	}
+	return out
+}
+
+// ResourceTypes lists the resource types the registry knows, sorted.
+func (r *Registry) ResourceTypes() []string {
+	out := make([]string, 0, len(r.types))
+	for t := range r.types {
+		out = append(out, t)
+	}
+	sort.Strings(out)
 	return out
 }

@@ -66,7 +66,9 @@ func TestSyntheaLastN(t *testing.T) {
 	d := synLoad(t)
 	all := func(synRes) bool { return true }
 	category := func(code string) func(synRes) bool {
-		return func(r synRes) bool { return synHasCoding(r, "category", "http://terminology.hl7.org/CodeSystem/observation-category|"+code) }
+		return func(r synRes) bool {
+			return synHasCoding(r, "category", "http://terminology.hl7.org/CodeSystem/observation-category|"+code)
+		}
 	}
 	patient := "Patient/" + d.patientID
 	tests := []struct {

@@ -13,6 +13,8 @@ var specTypes = []string{"Patient", "QuestionnaireResponse", "Practitioner", "Ep
 var sampleValue = map[string]string{
 	"string": "a", "token": "x", "reference": "Patient/x", "date": "ge2020-01-01",
 	"number": "1", "quantity": "1", "uri": "http://example.org/x",
+	"special":   "a",   // _text and _content
+	"composite": "x$1", // token$quantity and token$token on the contract's types
 }
 
 // TestEverySearchParameterTheStatementDeclaresWorks reads /metadata and runs

@@ -72,6 +72,11 @@ func (s *Store) CreateTenant(ctx context.Context, name string) error {
 	if err != nil {
 		return dbError("create tenant "+name, err)
 	}
+	if s.opts.Registry != nil { // a store without one writes no search values
+		if err := s.recordIndexVersion(ctx, name); err != nil {
+			return err
+		}
+	}
 	return s.ensureTenantIndexes(ctx, name)
 }
 

@@ -113,6 +113,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := recoverTransactions(ctx, db, recoveryAge, logger); err != nil {
 		return err
 	}
+	if n, err := db.store.Reindex(ctx); err != nil {
+		return fmt.Errorf("update the search index: %w", err)
+	} else if n > 0 {
+		logger.Info("search index updated to the current format", zap.Int("resources", n), zap.Int("version", store.IndexVersion))
+	}
 	if t := cfg.str("default-tenant"); t != "" {
 		if err := db.store.EnsureTenant(ctx, t); err != nil {
 			return fmt.Errorf("create default tenant %s: %w", t, err)

@@ -1,0 +1,140 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"fhirstore/store/engine"
+)
+
+// IndexVersion numbers the format of the search values stored with each
+// current row (idx and sort). A tenant records the version its rows were
+// written with; Reindex brings older tenants up to date. Version 2 added
+// composite parameters and the _text and _content word lists.
+const IndexVersion = 2
+
+// settingsCollection holds a tenant database's own records.
+const settingsCollection = "settings"
+
+// indexVersionID is the settings document recording IndexVersion.
+const indexVersionID = "searchIndex"
+
+// reindexBatch is how many rows one step of a reindex reads.
+const reindexBatch = 500
+
+// tenantIndexVersion reads the index version a tenant's rows have; a
+// tenant that never recorded one has version 1.
+func (s *Store) tenantIndexVersion(ctx context.Context, tenant string) (int, error) {
+	var doc struct {
+		Version int `bson:"version"`
+	}
+	raw, err := s.tenantDB(tenant).Collection(settingsCollection).FindOne(ctx, bson.D{{Key: "_id", Value: indexVersionID}}, nil)
+	err = engine.Decode(raw, err, &doc)
+	if errors.Is(err, engine.ErrNoDocuments) {
+		return 1, nil
+	}
+	if err != nil {
+		return 0, dbError("read index version of tenant "+tenant, err)
+	}
+	return doc.Version, nil
+}
+
+// recordIndexVersion marks a tenant's rows as written with IndexVersion.
+func (s *Store) recordIndexVersion(ctx context.Context, tenant string) error {
+	_, err := s.tenantDB(tenant).Collection(settingsCollection).ReplaceOne(ctx, bson.D{{Key: "_id", Value: indexVersionID}},
+		bson.D{{Key: "_id", Value: indexVersionID}, {Key: "version", Value: IndexVersion}}, true)
+	return dbError("record index version of tenant "+tenant, err)
+}
+
+// Reindex recomputes the search values of every current row of the
+// tenants whose rows predate IndexVersion, and reports how many rows it
+// rewrote. Run it on start-up: until it has run, searches that need the
+// newer values miss the older rows.
+func (s *Store) Reindex(ctx context.Context) (int, error) {
+	if s.opts.Registry == nil {
+		return 0, nil
+	}
+	tenants, err := s.ListTenants(ctx)
+	if err != nil {
+		return 0, err
+	}
+	total := 0
+	for _, t := range tenants {
+		n, err := s.ReindexTenant(ctx, t.Name)
+		total += n
+		if err != nil {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
+// ReindexTenant is Reindex for one tenant.
+func (s *Store) ReindexTenant(ctx context.Context, tenant string) (int, error) {
+	v, err := s.tenantIndexVersion(ctx, tenant)
+	if err != nil || v >= IndexVersion {
+		return 0, err
+	}
+	total := 0
+	for _, typ := range s.opts.Registry.ResourceTypes() {
+		n, err := s.reindexType(ctx, tenant, typ)
+		total += n
+		if err != nil {
+			return total, err
+		}
+	}
+	return total, s.recordIndexVersion(ctx, tenant)
+}
+
+// reindexType rewrites the idx and sort of a type's current rows, in _id
+// order, a batch at a time. A row written meanwhile (another vid) is left
+// alone: its writer indexed it already.
+func (s *Store) reindexType(ctx context.Context, tenant, typ string) (int, error) {
+	coll := s.tenantDB(tenant).Collection(typ)
+	n, last := 0, ""
+	for {
+		filter := bson.D{{Key: "deleted", Value: false}}
+		if last != "" {
+			filter = append(filter, bson.E{Key: "_id", Value: bson.D{{Key: "$gt", Value: last}}})
+		}
+		cur, err := coll.Find(ctx, filter, &engine.FindOptions{Sort: bson.D{{Key: "_id", Value: 1}}, Limit: reindexBatch})
+		if err != nil {
+			return n, dbError("reindex "+typ, err)
+		}
+		var rows []*storedDoc
+		if err := engine.All(ctx, cur, &rows); err != nil {
+			return n, dbError("reindex "+typ, err)
+		}
+		for _, d := range rows {
+			if err := s.reindexRow(ctx, coll, typ, d); err != nil {
+				return n, err
+			}
+			n++
+			last = d.ID
+		}
+		if len(rows) < reindexBatch {
+			if n > 0 {
+				s.changed(tenant, typ)
+			}
+			return n, nil
+		}
+	}
+}
+
+func (s *Store) reindexRow(ctx context.Context, coll engine.Collection, typ string, d *storedDoc) error {
+	res, err := d.toResource(typ)
+	if err != nil {
+		return err
+	}
+	if d.Idx, d.Sort, err = s.index(typ, res.JSON); err != nil {
+		return err
+	}
+	filter := bson.D{{Key: "_id", Value: d.ID}, {Key: "vid", Value: d.VID}}
+	if _, err := coll.ReplaceOne(ctx, filter, d, false); err != nil {
+		return dbError(fmt.Sprintf("reindex %s/%s", typ, d.ID), err)
+	}
+	return nil
+}
