@@ -40,16 +40,21 @@ func (r *Result) Valid() bool {
 type Options struct {
 	// Lenient turns unknown elements into warnings instead of errors.
 	Lenient bool
+	// Extensions knows extension definitions beyond the core ones the
+	// validator embeds; nil knows none.
+	Extensions ExtensionTypes
 }
 
 // Validator checks resources against the official R4 JSON Schema. It is
 // safe for concurrent use.
 type Validator struct {
 	schemas map[string]*jsonschema.Schema
-	// children maps a definition and property to the property's definition.
-	children map[string]map[string]string
+	// elements describes every property of every definition.
+	elements map[string]map[string]*element
 	// required lists primitive elements with minimum cardinality 1.
 	required map[string][]string
+	// coreExtensions holds the value types of core extension definitions.
+	coreExtensions map[string][]string
 }
 
 // requiredJSON lists, per schema definition, the primitive elements whose
@@ -78,9 +83,18 @@ func NewValidator() (*Validator, error) {
 		"required":   []any{"resourceType"},
 		"properties": map[string]any{"resourceType": map[string]any{"type": "string"}},
 	}
-	v := &Validator{schemas: map[string]*jsonschema.Schema{}, children: childDefinitions(defs)}
+	var typed struct {
+		Definitions map[string]schemaDefinition `json:"definitions"`
+	}
+	if err := json.Unmarshal(SchemaJSON, &typed); err != nil {
+		return nil, fmt.Errorf("read FHIR schema: %w", err)
+	}
+	v := &Validator{schemas: map[string]*jsonschema.Schema{}, elements: elementTable(typed.Definitions)}
 	if err := json.Unmarshal(requiredJSON, &v.required); err != nil {
 		return nil, fmt.Errorf("read required elements: %w", err)
+	}
+	if err := json.Unmarshal(coreExtensionsJSON, &v.coreExtensions); err != nil {
+		return nil, fmt.Errorf("read core extensions: %w", err)
 	}
 	patched, err := json.Marshal(root)
 	if err != nil {
@@ -99,28 +113,6 @@ func NewValidator() (*Validator, error) {
 		v.schemas[t] = s
 	}
 	return v, nil
-}
-
-// childDefinitions reads, for every definition, which definition each
-// property refers to (directly or through array items).
-func childDefinitions(defs map[string]any) map[string]map[string]string {
-	out := make(map[string]map[string]string, len(defs))
-	for name, d := range defs {
-		props, _ := d.(map[string]any)["properties"].(map[string]any)
-		m := make(map[string]string, len(props))
-		for p, spec := range props {
-			sp, _ := spec.(map[string]any)
-			ref, _ := sp["$ref"].(string)
-			if items, ok := sp["items"].(map[string]any); ok && ref == "" {
-				ref, _ = items["$ref"].(string)
-			}
-			if ref != "" {
-				m[p] = strings.TrimPrefix(ref, "#/definitions/")
-			}
-		}
-		out[name] = m
-	}
-	return out
 }
 
 // Validate checks a JSON resource of type typ. A body that is not a JSON
@@ -146,8 +138,10 @@ type walker struct {
 	seen   map[string]bool
 }
 
+// add records an issue unless one of the same severity is already at its
+// location: one problem, one issue, whichever check saw it first.
 func (w *walker) add(is Issue) {
-	key := is.Severity + "|" + is.Code + "|" + is.Expression
+	key := is.Severity + "|" + is.Expression
 	if w.seen[key] {
 		return
 	}
@@ -179,75 +173,13 @@ func (w *walker) resource(typ string, doc any, path string) {
 		w.errorf("invalid", path+".resourceType", "unknown or unexpected resourceType %q", rt)
 		return
 	}
-	w.values(obj, &loc{root: path}, typ)
+	w.object(obj, &loc{root: path}, typ)
 	pruneExtensionNulls(obj)
 	if err := schema.Validate(doc); err != nil {
 		if ve, ok := err.(*jsonschema.ValidationError); ok {
-			w.schemaError(ve, path, "")
+			w.schemaError(ve, path, typ, "")
 		} else {
 			w.errorf("exception", path, "validation failed: %v", err)
-		}
-	}
-}
-
-// loc is a position inside a resource, rendered as FHIRPath only when an
-// issue needs it: most values are fine, and building every path costs more
-// than checking it.
-type loc struct {
-	parent *loc
-	key    string // property name, or "" for an array index
-	index  int
-	root   string // set on the outermost loc only
-}
-
-func (l *loc) String() string {
-	if l.parent == nil {
-		return l.root
-	}
-	if l.key == "" {
-		return l.parent.String() + "[" + strconv.Itoa(l.index) + "]"
-	}
-	return l.parent.String() + "." + l.key
-}
-
-// values walks a resource's content along its definitions: empty values are
-// forbidden in FHIR JSON, required primitives must be present (as value or
-// as _element), and nested resources are validated against their own type.
-func (w *walker) values(v any, at *loc, def string) {
-	switch x := v.(type) {
-	case map[string]any:
-		if def == "ResourceList" {
-			w.resource("", x, at.String())
-			return
-		}
-		if len(x) == 0 {
-			w.errorf("structure", at.String(), "empty objects are not allowed in FHIR JSON")
-		}
-		for _, name := range w.v.required[def] {
-			_, value := x[name]
-			_, ext := x["_"+name]
-			if !value && !ext {
-				w.errorf("required", at.String()+"."+name, "missing required element %q", name)
-			}
-		}
-		children := w.v.children[def]
-		for k, child := range x {
-			w.values(child, &loc{parent: at, key: k}, children[k])
-		}
-	case []any:
-		if len(x) == 0 {
-			w.errorf("structure", at.String(), "empty arrays are not allowed in FHIR JSON")
-		}
-		for i, child := range x {
-			w.values(child, &loc{parent: at, index: i}, def)
-		}
-	case string:
-		if strings.TrimSpace(x) == "" {
-			w.errorf("value", at.String(), "empty or blank strings are not allowed in FHIR JSON")
-		} else if def == "xhtml" {
-			if _, err := CheckXHTML(x); err != nil {
-				w.errorf("invalid", at.String(), "the narrative is not well-formed XHTML: %v", err)
-			}
 		}
 	}
 }
@@ -298,17 +230,17 @@ var (
 
 // schemaError turns the leaves of a schema failure into issues; dataType is
 // the FHIR type of the value being checked, learnt from the $ref above it.
-func (w *walker) schemaError(e *jsonschema.ValidationError, root, dataType string) {
+func (w *walker) schemaError(e *jsonschema.ValidationError, root, def, dataType string) {
 	if m := refMsg.FindStringSubmatch(e.Message); m != nil {
 		dataType = m[1]
 	}
 	if len(e.Causes) > 0 {
 		for _, c := range e.Causes {
-			w.schemaError(c, root, dataType)
+			w.schemaError(c, root, def, dataType)
 		}
 		return
 	}
-	at := fhirPath(root, e.InstanceLocation)
+	at := w.v.fhirPath(root, def, e.InstanceLocation)
 	keyword := e.KeywordLocation[strings.LastIndex(e.KeywordLocation, "/")+1:]
 	switch keyword {
 	case "additionalProperties":
@@ -343,9 +275,10 @@ func patternMessage(dataType string) string {
 	return fmt.Sprintf("the value is not a valid FHIR %s", dataType)
 }
 
-// fhirPath turns a JSON pointer (/name/0/given/1) under root into FHIRPath
-// (Patient.name[0].given[1]).
-func fhirPath(root, pointer string) string {
+// fhirPath turns a JSON pointer (/name/0/given/1) into a value of
+// definition def at root into FHIRPath (Patient.name[0].given[1]): choice
+// elements as value.ofType(Quantity), a _name twin as its primitive.
+func (v *Validator) fhirPath(root, def, pointer string) string {
 	var b strings.Builder
 	b.WriteString(root)
 	for _, seg := range strings.Split(pointer, "/") {
@@ -357,7 +290,14 @@ func fhirPath(root, pointer string) string {
 			b.WriteString("[" + seg + "]")
 			continue
 		}
-		b.WriteString("." + seg)
+		el := v.elements[def][seg]
+		if el == nil {
+			b.WriteString("." + seg)
+			def = ""
+			continue
+		}
+		b.WriteString("." + el.path)
+		def = el.typ
 	}
 	return b.String()
 }

@@ -1,0 +1,122 @@
+package fhirschema
+
+import (
+	"strings"
+	"unicode"
+)
+
+// element is what the validator knows of one JSON property of a definition.
+type element struct {
+	// path is the FHIRPath step that names the element: "birthDate",
+	// "value.ofType(Quantity)" for the JSON property valueQuantity, and the
+	// primitive's own step for its _name twin.
+	path string
+	// typ is the definition of the value: "date", "HumanName",
+	// "ResourceList" (any resource), "Element" for a _name twin; "" when the
+	// schema gives none (resourceType).
+	typ string
+	// choice is the element's name without its type suffix ("value") when
+	// the element is one type of a choice element value[x].
+	choice    string
+	array     bool
+	primitive bool // typ is a primitive type
+	shadow    bool // the _name twin of a primitive element
+}
+
+// schemaDefinition is the part of a schema definition the element table reads.
+type schemaDefinition struct {
+	Properties map[string]schemaProperty `json:"properties"`
+}
+
+type schemaProperty struct {
+	Ref     string          `json:"$ref"`
+	Type    string          `json:"type"`
+	Pattern string          `json:"pattern"`
+	Enum    []any           `json:"enum"`
+	Const   any             `json:"const"`
+	Items   *schemaProperty `json:"items"`
+}
+
+func (p schemaProperty) ref() string {
+	if p.Ref == "" && p.Items != nil {
+		return strings.TrimPrefix(p.Items.Ref, "#/definitions/")
+	}
+	return strings.TrimPrefix(p.Ref, "#/definitions/")
+}
+
+// isPrimitive reports whether a definition is a FHIR primitive type: their
+// names alone start with a lower-case letter.
+func isPrimitive(def string) bool { return def != "" && unicode.IsLower(rune(def[0])) }
+
+// elementTable reads, for every definition, what each of its properties is.
+// The schema does not mark choice elements: a property is one type of a
+// choice when its name is a stem followed by its own type's name, at least
+// one sibling shares the stem the same way and the stem itself is no
+// property. Its primitive types are written inline rather than by $ref, so
+// their type is read from the name.
+func elementTable(defs map[string]schemaDefinition) map[string]map[string]*element {
+	out := make(map[string]map[string]*element, len(defs))
+	for name, d := range defs {
+		m := make(map[string]*element, len(d.Properties))
+		stems := map[string]int{}
+		for p, sp := range d.Properties {
+			if strings.HasPrefix(p, "_") || sp.Const != nil {
+				continue
+			}
+			el := &element{path: p, typ: propertyType(sp), array: sp.Type == "array"}
+			// A primitive of a choice is inline, never a $ref.
+			if stem, typ, ok := splitChoice(p, defs); ok && !el.array && (el.typ == "" || el.typ == typ && !isPrimitive(typ)) {
+				if _, taken := d.Properties[stem]; !taken {
+					el.choice, el.typ = stem, typ
+					stems[stem]++
+				}
+			}
+			el.primitive = isPrimitive(el.typ)
+			m[p] = el
+		}
+		for p, el := range m {
+			if el.choice != "" && stems[el.choice] < 2 {
+				el.choice = ""
+			}
+			if el.choice != "" {
+				el.path = el.choice + ".ofType(" + el.typ + ")"
+			}
+			if _, ok := d.Properties["_"+p]; ok && el.primitive {
+				m["_"+p] = &element{path: el.path, typ: "Element", choice: el.choice, array: el.array, shadow: true}
+			}
+		}
+		out[name] = m
+	}
+	return out
+}
+
+// propertyType is the definition a property's value has: its $ref, code for
+// an inline enumeration, "" for what only its name can tell.
+func propertyType(sp schemaProperty) string {
+	if ref := sp.ref(); ref != "" {
+		return ref
+	}
+	if sp.Enum != nil || sp.Items != nil && sp.Items.Enum != nil {
+		return "code"
+	}
+	return ""
+}
+
+// splitChoice splits valueQuantity into value and Quantity, valueDateTime
+// into value and dateTime: the longest type name that ends the property.
+func splitChoice(p string, defs map[string]schemaDefinition) (stem, typ string, ok bool) {
+	for i := 1; i < len(p); i++ {
+		if !unicode.IsUpper(rune(p[i])) {
+			continue
+		}
+		suffix := p[i:]
+		prim := strings.ToLower(suffix[:1]) + suffix[1:]
+		if _, found := defs[prim]; found && isPrimitive(prim) {
+			return p[:i], prim, true
+		}
+		if _, found := defs[suffix]; found && !strings.Contains(suffix, "_") {
+			return p[:i], suffix, true
+		}
+	}
+	return "", "", false
+}
