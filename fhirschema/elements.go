@@ -75,6 +75,9 @@ func elementTable(defs map[string]schemaDefinition) map[string]map[string]*eleme
 			m[p] = el
 		}
 		for p, el := range m {
+			if el.shadow { // added by this loop
+				continue
+			}
 			if el.choice != "" && stems[el.choice] < 2 {
 				el.choice = ""
 			}
