@@ -158,8 +158,9 @@ type route func(s *Server, c *gin.Context, segs []string)
 
 // routes maps a path shape (see shapeOf) and method to its interaction.
 var fhirRoutes = map[string]map[string]route{
-	"":         {http.MethodPost: func(s *Server, c *gin.Context, _ []string) { s.postBundle(c) }},
-	"_history": {http.MethodGet: func(s *Server, c *gin.Context, _ []string) { s.history(c, "", "") }},
+	"":          {http.MethodPost: func(s *Server, c *gin.Context, _ []string) { s.postBundle(c) }},
+	"$validate": {http.MethodPost: func(s *Server, c *gin.Context, _ []string) { s.validateOp(c, "", "") }},
+	"_history":  {http.MethodGet: func(s *Server, c *gin.Context, _ []string) { s.history(c, "", "") }},
 	"T": {
 		http.MethodPost:   func(s *Server, c *gin.Context, g []string) { s.create(c, g[0]) },
 		http.MethodGet:    func(s *Server, c *gin.Context, g []string) { s.searchType(c, g[0]) },
@@ -198,7 +199,7 @@ func shapeOf(segs []string) string {
 			shape[i] = seg
 		case seg == "_search" && i == 1 && len(segs) == 2:
 			shape[i] = seg
-		case seg == "$validate" && (i == 1 || i == 2) && i == len(segs)-1:
+		case seg == "$validate" && i <= 2 && i == len(segs)-1:
 			shape[i] = seg
 		case seg == "$everything" && i == 2 && len(segs) == 3:
 			shape[i] = seg
@@ -230,7 +231,7 @@ func (s *Server) dispatch(c *gin.Context) {
 		s.abort(c, fail(http.StatusNotFound, "not-found", "no such FHIR endpoint: "+c.Request.URL.Path, ""))
 		return
 	}
-	if len(segs) > 0 && segs[0] != "_history" && !isResourceType(segs[0]) {
+	if len(segs) > 0 && shape != "_history" && shape != "$validate" && !isResourceType(segs[0]) {
 		s.abort(c, fail(http.StatusNotFound, "not-supported", "unknown resource type "+quote(segs[0]), ""))
 		return
 	}

@@ -4,28 +4,59 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"strconv"
 
 	"github.com/gin-gonic/gin"
 )
 
-// validateOp serves POST [type]/$validate and [type]/[id]/$validate: the
-// resource (sent as is, or as the "resource" parameter of a Parameters) gets
-// every check of a create, or of an update of id, and nothing is stored.
+// validateOp serves POST [base]/$validate, [type]/$validate and
+// [type]/[id]/$validate: the resource (sent as is, or as the "resource"
+// parameter of a Parameters with "mode" and "profile") gets every check of
+// a create, or of an update of id, and nothing is stored. At the base the
+// resource names its own type.
 func (s *Server) validateOp(c *gin.Context, typ, id string) {
 	opts, body, err := s.writeInput(c)
 	if err != nil {
 		s.abort(c, err)
 		return
 	}
-	body, mode, err := validateInput(typ, body)
+	in, err := validateInput(typ, body)
 	if err != nil {
 		s.abort(c, err)
 		return
 	}
-	if mode == "create" {
-		id = ""
+	if profile := c.Query("profile"); profile != "" {
+		in.profile = profile
 	}
-	warnings, err := s.store.Check(c.Request.Context(), typ, id, body, opts)
+	if typ == "" {
+		if typ, err = resourceTypeOf(in.resource); err != nil {
+			s.abort(c, err)
+			return
+		}
+		if err := s.permitValidate(c, typ); err != nil {
+			s.abort(c, err)
+			return
+		}
+	}
+	if err := checkProfile(typ, in.profile); err != nil {
+		s.abort(c, err)
+		return
+	}
+	switch in.mode {
+	case "create":
+		id = ""
+	case "update":
+		if id == "" {
+			if id = bodyID(in.resource); id == "" {
+				s.abort(c, fail(http.StatusBadRequest, "required", "an update needs the resource's id", typ+".id"))
+				return
+			}
+		}
+	case "delete":
+		writeJSON(c, http.StatusOK, informational("the server checks no rule before a delete", nil))
+		return
+	}
+	warnings, err := s.store.Check(c.Request.Context(), typ, id, in.resource, opts)
 	if err != nil {
 		s.abort(c, err)
 		return
@@ -33,31 +64,85 @@ func (s *Server) validateOp(c *gin.Context, typ, id string) {
 	writeJSON(c, http.StatusOK, informational("the resource is valid", warnings))
 }
 
-// validateInput unwraps a Parameters body ("resource" and "mode" parameters).
-func validateInput(typ string, body []byte) ([]byte, string, error) {
+// validation is what $validate was asked.
+type validation struct {
+	resource []byte
+	mode     string // create, update, delete or "" (create or update by the URL)
+	profile  string
+}
+
+// validateModes are the values of the mode parameter.
+var validateModes = map[string]bool{"create": true, "update": true, "delete": true}
+
+// validateInput unwraps a Parameters body ("resource", "mode" and "profile"
+// parameters); any other body is the resource itself. At [type]/$validate of
+// Parameters the body is always the resource.
+func validateInput(typ string, body []byte) (*validation, error) {
 	var in struct {
 		ResourceType string `json:"resourceType"`
 		Parameter    []struct {
-			Name      string          `json:"name"`
-			Resource  json.RawMessage `json:"resource"`
-			ValueCode string          `json:"valueCode"`
+			Name           string          `json:"name"`
+			Resource       json.RawMessage `json:"resource"`
+			ValueCode      string          `json:"valueCode"`
+			ValueURI       string          `json:"valueUri"`
+			ValueCanonical string          `json:"valueCanonical"`
 		} `json:"parameter"`
 	}
 	if typ == "Parameters" || json.Unmarshal(body, &in) != nil || in.ResourceType != "Parameters" {
-		return body, "", nil
+		return &validation{resource: body}, nil
 	}
-	var resource []byte
-	mode := ""
-	for _, p := range in.Parameter {
+	out := &validation{}
+	for i, p := range in.Parameter {
+		at := "Parameters.parameter[" + strconv.Itoa(i) + "]"
 		switch p.Name {
 		case "resource":
-			resource = bytes.TrimSpace(p.Resource)
+			out.resource = bytes.TrimSpace(p.Resource)
 		case "mode":
-			mode = p.ValueCode
+			if !validateModes[p.ValueCode] {
+				return nil, fail(http.StatusBadRequest, "value", "mode must be create, update or delete (valueCode)", at)
+			}
+			out.mode = p.ValueCode
+		case "profile":
+			out.profile = p.ValueURI + p.ValueCanonical
 		}
 	}
-	if len(resource) == 0 {
-		return nil, "", fail(http.StatusBadRequest, "required", "the Parameters have no \"resource\" parameter to validate", "Parameters.parameter")
+	if len(out.resource) == 0 && out.mode != "delete" {
+		return nil, fail(http.StatusBadRequest, "required", "the Parameters have no \"resource\" parameter to validate", "Parameters.parameter")
 	}
-	return resource, mode, nil
+	return out, nil
+}
+
+// bodyID reads the id of a resource, "" when it has none.
+func bodyID(body []byte) string {
+	var head struct {
+		ID string `json:"id"`
+	}
+	if json.Unmarshal(body, &head) != nil {
+		return ""
+	}
+	return head.ID
+}
+
+// resourceTypeOf reads the resourceType of a resource sent to the base.
+func resourceTypeOf(body []byte) (string, error) {
+	var head struct {
+		ResourceType string `json:"resourceType"`
+	}
+	if err := json.Unmarshal(body, &head); err != nil || head.ResourceType == "" {
+		return "", fail(http.StatusBadRequest, "structure", "the body is not a resource with a resourceType", "")
+	}
+	if !isResourceType(head.ResourceType) {
+		return "", fail(http.StatusBadRequest, "not-supported", "unknown resource type "+quote(head.ResourceType), "resourceType")
+	}
+	return head.ResourceType, nil
+}
+
+// checkProfile refuses a profile the server cannot validate against: it
+// knows the base definitions of R4 only, and the operation must not claim
+// a profile it did not check.
+func checkProfile(typ, profile string) error {
+	if profile == "" || profile == "http://hl7.org/fhir/StructureDefinition/"+typ {
+		return nil
+	}
+	return fail(http.StatusBadRequest, "not-supported", "validation against the profile "+quote(profile)+" is not supported; the server validates against the base R4 definitions", "")
 }

@@ -20,16 +20,36 @@ var invalidResources = []struct {
 	{"missing EpisodeOfCare.patient", "EpisodeOfCare", `{"resourceType":"EpisodeOfCare","status":"active"}`, "EpisodeOfCare.patient"},
 	{"missing List.mode", "List", `{"resourceType":"List","status":"current"}`, "List.mode"},
 	{"malformed date", "Patient", `{"resourceType":"Patient","birthDate":"1990-13-45"}`, "Patient.birthDate"},
-	{"malformed dateTime", "Observation", `{"resourceType":"Observation","status":"final","code":{"text":"x"},"effectiveDateTime":"2020-01-01 10:00"}`, "Observation.effectiveDateTime"},
+	{"malformed dateTime", "Observation", `{"resourceType":"Observation","status":"final","code":{"text":"x"},"effectiveDateTime":"2020-01-01 10:00"}`, "Observation.effective.ofType(dateTime)"},
 	{"malformed instant", "Observation", `{"resourceType":"Observation","status":"final","code":{"text":"x"},"issued":"2020-01-01"}`, "Observation.issued"},
 	{"malformed uri", "Patient", `{"resourceType":"Patient","implicitRules":"a b"}`, "Patient.implicitRules"},
 	{"empty string", "Patient", `{"resourceType":"Patient","name":[{"given":["A",""]}]}`, "Patient.name[0].given[1]"},
 	{"empty array", "Patient", `{"resourceType":"Patient","telecom":[]}`, "Patient.telecom"},
 	{"empty object", "Patient", `{"resourceType":"Patient","maritalStatus":{}}`, "Patient.maritalStatus"},
-	{"malformed primitive extension", "Patient", `{"resourceType":"Patient","_birthDate":{"extension":"x"}}`, "Patient._birthDate.extension"},
+	{"malformed primitive extension", "Patient", `{"resourceType":"Patient","_birthDate":{"extension":"x"}}`, "Patient.birthDate.extension"},
 	{"narrative that is not well-formed XHTML", "Patient", `{"resourceType":"Patient","text":{"status":"generated","div":"<div xmlns=\"http://www.w3.org/1999/xhtml\"><p>open</div>"}}`, "Patient.text.div"},
 	{"narrative that is not a div", "Patient", `{"resourceType":"Patient","text":{"status":"generated","div":"<p>x</p>"}}`, "Patient.text.div"},
 	{"invalid contained resource", "Patient", `{"resourceType":"Patient","contained":[{"resourceType":"Observation","status":"bogus","code":{"text":"x"}}]}`, "Patient.contained[0].status"},
+	{"February 29th of a year that is not a leap year", "Patient", `{"resourceType":"Patient","birthDate":"2023-02-29"}`, "Patient.birthDate"},
+	{"February 29th of 1900", "Patient", `{"resourceType":"Patient","birthDate":"1900-02-29"}`, "Patient.birthDate"},
+	{"April 31st in a dateTime", "Observation", `{"resourceType":"Observation","status":"final","code":{"text":"x"},"effectiveDateTime":"2020-04-31T10:00:00Z"}`, "Observation.effective.ofType(dateTime)"},
+	{"ten digits of fractional seconds", "Patient", `{"resourceType":"Patient","deceasedDateTime":"1970-01-01T10:00:00.1234567890Z"}`, "Patient.deceased.ofType(dateTime)"},
+	{"an instant without a time zone", "Patient", `{"resourceType":"Patient","meta":{"lastUpdated":"2020-01-01T10:00:00"}}`, "Patient.meta.lastUpdated"},
+	{"an integer beyond 32 bits", "Patient", `{"resourceType":"Patient","multipleBirthInteger":2147483648}`, "Patient.multipleBirth.ofType(integer)"},
+	{"an integer with a fraction", "Patient", `{"resourceType":"Patient","multipleBirthInteger":2.5}`, "Patient.multipleBirth.ofType(integer)"},
+	{"a positiveInt of 0", "Patient", `{"resourceType":"Patient","telecom":[{"system":"phone","value":"1","rank":0}]}`, "Patient.telecom[0].rank"},
+	{"a string for a boolean choice", "Observation", `{"resourceType":"Observation","status":"final","code":{"text":"x"},"valueBoolean":"yes"}`, "Observation.value.ofType(boolean)"},
+	{"a bad value inside a complex choice", "Observation", `{"resourceType":"Observation","status":"final","code":{"text":"x"},"valueQuantity":{"value":"1"}}`, "Observation.value.ofType(Quantity).value"},
+	{"two types of one choice element", "Patient", `{"resourceType":"Patient","deceasedBoolean":true,"deceasedDateTime":"2000-01-01"}`, "Patient.deceased"},
+	{"null in an array", "Patient", `{"resourceType":"Patient","telecom":[null]}`, "Patient.telecom[0]"},
+	{"null for a single element", "Patient", `{"resourceType":"Patient","birthDate":null}`, "Patient.birthDate"},
+	{"an empty object in an array", "Patient", `{"resourceType":"Patient","name":[{}]}`, "Patient.name[0]"},
+	{"_name as a string", "Patient", `{"resourceType":"Patient","_birthDate":"x"}`, "Patient.birthDate"},
+	{"_name of a repeated primitive of another length", "Patient", `{"resourceType":"Patient","name":[{"given":["A","B"],"_given":[{"id":"a"}]}]}`, "Patient.name[0].given"},
+	{"_name entry that is empty", "Patient", `{"resourceType":"Patient","name":[{"given":["A"],"_given":[{}]}]}`, "Patient.name[0].given[0]"},
+	{"an extension with a value and nested extensions", "Patient", `{"resourceType":"Patient","extension":[{"url":"http://example.org/x","valueString":"a","extension":[{"url":"b","valueString":"c"}]}]}`, "Patient.extension[0]"},
+	{"an extension without url", "Patient", `{"resourceType":"Patient","extension":[{"valueString":"a"}]}`, "Patient.extension[0].url"},
+	{"a core extension with a value of the wrong type", "Patient", `{"resourceType":"Patient","extension":[{"url":"http://hl7.org/fhir/StructureDefinition/patient-birthTime","valueString":"noon"}]}`, "Patient.extension[0].value.ofType(string)"},
 }
 
 func TestCreateRefusesInvalidResourcesWith422(t *testing.T) {
@@ -49,7 +69,7 @@ func TestUpdateRefusesInvalidResourcesWith422(t *testing.T) {
 	e := newEnv(t)
 	for _, tt := range invalidResources {
 		t.Run(tt.name, func(t *testing.T) {
-			id := "v-" + strings.ReplaceAll(tt.name, " ", "-")
+			id := "v" + strings.NewReplacer(" ", "-", "_", "-").Replace(tt.name)
 			body := strings.Replace(tt.body, `"resourceType":"`+tt.typ+`"`, `"resourceType":"`+tt.typ+`","id":"`+id+`"`, 1)
 			wantOutcome(t, e.put("/"+tt.typ+"/"+id, body), http.StatusUnprocessableEntity, tt.expr)
 			if r := e.get("/" + tt.typ + "/" + id); r.Status != http.StatusNotFound {
@@ -65,6 +85,77 @@ func TestUpdateRefusesInvalidResourcesWith422(t *testing.T) {
 			t.Fatalf("after a refused update: %s %s", r.Header.Get("ETag"), r.Body)
 		}
 	})
+}
+
+// TestTransactionsRefuseInvalidResourcesWith422 runs the table of the
+// create and update tests through a transaction: the same validator, the
+// issue located in the entry.
+func TestTransactionsRefuseInvalidResourcesWith422(t *testing.T) {
+	e := newEnv(t)
+	before := e2eHistoryTotal(t, e, "/_history")
+	for _, tt := range invalidResources {
+		t.Run(tt.name, func(t *testing.T) {
+			body := btBundle("transaction", btOp("POST", "Patient", `{"resourceType":"Patient"}`), btOp("POST", tt.typ, tt.body))
+			wantOutcome(t, e.post("", body), http.StatusUnprocessableEntity, "Bundle.entry[1].resource"+strings.TrimPrefix(tt.expr, tt.typ))
+		})
+	}
+	if after := e2eHistoryTotal(t, e, "/_history"); after != before {
+		t.Fatalf("refused transactions changed the store: %d versions, was %d", after, before)
+	}
+}
+
+// TestValidateOperationReportsTheSameIssues runs the table through
+// $validate, with the resource bare and inside Parameters, at the base, the
+// type and an instance: each issue is located in the resource.
+func TestValidateOperationReportsTheSameIssues(t *testing.T) {
+	e := newEnv(t)
+	for _, tt := range invalidResources {
+		id := e.create(tt.typ, validOfType(tt.typ))
+		inParameters := `{"resourceType":"Parameters","parameter":[{"name":"mode","valueCode":"create"},{"name":"resource","resource":` + tt.body + `}]}`
+		withID := strings.Replace(tt.body, `"resourceType":"`+tt.typ+`"`, `"resourceType":"`+tt.typ+`","id":"`+id+`"`, 1)
+		updateParameters := `{"resourceType":"Parameters","parameter":[{"name":"resource","resource":` + withID + `}]}`
+		for _, call := range []struct{ where, path, body string }{
+			{"bare at the type", "/" + tt.typ + "/$validate", tt.body},
+			{"in Parameters at the type", "/" + tt.typ + "/$validate", inParameters},
+			{"bare at the base", "/$validate", tt.body},
+			{"in Parameters at the base", "/$validate", inParameters},
+			{"in Parameters at the instance", "/" + tt.typ + "/" + id + "/$validate", updateParameters},
+		} {
+			t.Run(tt.name+" "+call.where, func(t *testing.T) {
+				r := e.post(call.path, call.body)
+				wantOutcome(t, r, http.StatusUnprocessableEntity, tt.expr)
+				if strings.Contains(string(r.Body), "Parameters.") {
+					t.Fatalf("an issue is located in the Parameters, not the resource: %s", r.Body)
+				}
+			})
+		}
+	}
+}
+
+// validOfType is a minimal valid resource of each type of invalidResources.
+func validOfType(typ string) string {
+	return map[string]string{
+		"Patient":          `{"resourceType":"Patient"}`,
+		"Observation":      `{"resourceType":"Observation","status":"final","code":{"text":"x"}}`,
+		"DiagnosticReport": `{"resourceType":"DiagnosticReport","status":"final","code":{"text":"x"}}`,
+		"EpisodeOfCare":    `{"resourceType":"EpisodeOfCare","status":"active","patient":{"display":"x"}}`,
+		"List":             `{"resourceType":"List","status":"current","mode":"working"}`,
+	}[typ]
+}
+
+func TestValidResourcesAreStored(t *testing.T) {
+	e := newEnv(t)
+	for _, body := range []string{
+		`{"resourceType":"Patient","birthDate":"2000-02-29"}`,
+		`{"resourceType":"Patient","deceasedDateTime":"2024-02-29T23:59:59.123456789+14:00"}`,
+		`{"resourceType":"Patient","multipleBirthInteger":2147483647}`,
+		`{"resourceType":"Patient","name":[{"given":["A",null],"_given":[null,{"extension":[{"url":"http://example.org/x","valueString":"y"}]}]}]}`,
+		`{"resourceType":"Patient","extension":[{"url":"http://hl7.org/fhir/StructureDefinition/patient-birthTime","valueDateTime":"2000-02-29T10:00:00Z"}]}`,
+	} {
+		if r := e.post("/Patient", body); r.Status != http.StatusCreated {
+			t.Errorf("%s: %d %s", body, r.Status, r.Body)
+		}
+	}
 }
 
 func TestJSONThatIsNotAResourceIs400(t *testing.T) {
@@ -122,6 +213,17 @@ func TestValidateOperationStoresNothing(t *testing.T) {
 		{"instance validation checks the id like an update", "/Patient/" + id + "/$validate", `{"resourceType":"Patient","id":"other"}`, 400, "error", "Patient.id"},
 		{"instance validation of a valid update is 200", "/Patient/" + id + "/$validate", `{"resourceType":"Patient","id":"` + id + `","gender":"female"}`, 200, "information", ""},
 		{"a resource of another type is 400", "/Patient/$validate", `{"resourceType":"Observation"}`, 400, "error", "resourceType"},
+		{"a valid resource at the base is 200", "/$validate", `{"resourceType":"Patient","gender":"male"}`, 200, "information", ""},
+		{"Parameters at the base is 200 for a valid resource", "/$validate", `{"resourceType":"Parameters","parameter":[{"name":"resource","resource":{"resourceType":"Observation","status":"final","code":{"text":"x"}}}]}`, 200, "information", ""},
+		{"a body without resourceType at the base is 400", "/$validate", `{"gender":"male"}`, 400, "error", ""},
+		{"an unknown type at the base is 400", "/$validate", `{"resourceType":"Nope"}`, 400, "error", "resourceType"},
+		{"the base profile of the type is checked", "/Patient/$validate", `{"resourceType":"Parameters","parameter":[{"name":"resource","resource":{"resourceType":"Patient"}},{"name":"profile","valueUri":"http://hl7.org/fhir/StructureDefinition/Patient"}]}`, 200, "information", ""},
+		{"a profile the server cannot check is an error", "/Patient/$validate", `{"resourceType":"Parameters","parameter":[{"name":"resource","resource":{"resourceType":"Patient"}},{"name":"profile","valueUri":"http://example.org/StructureDefinition/other"}]}`, 400, "error", ""},
+		{"a profile in the URL the server cannot check is an error", "/Patient/$validate?profile=http://example.org/StructureDefinition/other", `{"resourceType":"Patient"}`, 400, "error", ""},
+		{"mode update at the type takes the resource's id", "/Patient/$validate", `{"resourceType":"Parameters","parameter":[{"name":"mode","valueCode":"update"},{"name":"resource","resource":{"resourceType":"Patient","id":"` + id + `"}}]}`, 200, "information", ""},
+		{"mode update without an id is 400", "/Patient/$validate", `{"resourceType":"Parameters","parameter":[{"name":"mode","valueCode":"update"},{"name":"resource","resource":{"resourceType":"Patient"}}]}`, 400, "error", "Patient.id"},
+		{"mode delete needs no resource", "/Patient/" + id + "/$validate", `{"resourceType":"Parameters","parameter":[{"name":"mode","valueCode":"delete"}]}`, 200, "information", ""},
+		{"an unknown mode is 400", "/Patient/$validate", `{"resourceType":"Parameters","parameter":[{"name":"mode","valueCode":"sometimes"},{"name":"resource","resource":{"resourceType":"Patient"}}]}`, 400, "error", "Parameters.parameter[0]"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
