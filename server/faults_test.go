@@ -513,11 +513,11 @@ func TestFaultPanicIsOperationOutcome(t *testing.T) {
 		c.REST = mount
 		validate := o.Validate
 		o.LockTimeout = 4 * time.Second // a criteria lock the panic left behind fails the retry fast
-		o.Validate = func(ctx context.Context, typ string, body []byte, lenient bool) ([]store.Issue, error) {
-			if bytes.Contains(body, []byte(faultPanicMarker)) {
-				panic(fmt.Sprintf("boom: secret at /srv/fhirstore/store/prepare.go:52 in goroutine 7 [running] for %s", typ))
+		o.Validate = func(ctx context.Context, in store.Validation) ([]store.Issue, error) {
+			if bytes.Contains(in.Body, []byte(faultPanicMarker)) {
+				panic(fmt.Sprintf("boom: secret at /srv/fhirstore/store/prepare.go:52 in goroutine 7 [running] for %s", in.Type))
 			}
-			return validate(ctx, typ, body, lenient)
+			return validate(ctx, in)
 		}
 	})
 	mount.h = injREST(e.store)

@@ -56,7 +56,7 @@ func (s *Server) validateOp(c *gin.Context, typ, id string) {
 		writeJSON(c, http.StatusOK, informational("the server checks no rule before a delete", nil))
 		return
 	}
-	warnings, err := s.store.Check(c.Request.Context(), typ, id, in.resource, opts)
+	warnings, err := s.store.Check(c.Request.Context(), c.GetString(tenantKey), typ, id, in.resource, opts)
 	if err != nil {
 		s.abort(c, err)
 		return

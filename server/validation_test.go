@@ -251,3 +251,43 @@ func TestValidateOperationStoresNothing(t *testing.T) {
 		t.Fatalf("$validate changed the resource: %s", r.Body)
 	}
 }
+
+// TestExtensionsAreCheckedAgainstTheTenantsDefinitions: once a tenant
+// stores the StructureDefinition of an extension, the extension's value
+// must be of a type it allows, in that tenant only.
+func TestExtensionsAreCheckedAgainstTheTenantsDefinitions(t *testing.T) {
+	const url = "http://example.org/fhir/StructureDefinition/shoe-size"
+	definition := `{"resourceType":"StructureDefinition","url":"` + url + `","name":"ShoeSize","status":"active","kind":"complex-type","abstract":false,
+		"type":"Extension","baseDefinition":"http://hl7.org/fhir/StructureDefinition/Extension","derivation":"constraint",
+		"differential":{"element":[{"id":"Extension.value[x]","path":"Extension.value[x]","type":[{"code":"Quantity"},{"code":"decimal"}]}]}}`
+	withValue := func(value string) string {
+		return `{"resourceType":"Patient","extension":[{"url":"` + url + `",` + value + `}]}`
+	}
+	e, other := newEnv(t), newEnv(t)
+	e.create("StructureDefinition", definition)
+	tests := []struct {
+		name   string
+		env    *env
+		body   string
+		status int
+	}{
+		{"a value of an allowed type", e, withValue(`"valueQuantity":{"value":44,"unit":"EU"}`), http.StatusCreated},
+		{"a value of another allowed type", e, withValue(`"valueDecimal":44`), http.StatusCreated},
+		{"a value of a type the definition does not allow", e, withValue(`"valueString":"44"`), http.StatusUnprocessableEntity},
+		{"nested extensions where the definition wants a value", e, `{"resourceType":"Patient","extension":[{"url":"` + url + `","extension":[{"url":"eu","valueString":"44"}]}]}`, http.StatusUnprocessableEntity},
+		{"any value in a tenant without the definition", other, withValue(`"valueString":"44"`), http.StatusCreated},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := tt.env.post("/Patient", tt.body)
+			if tt.status == http.StatusCreated {
+				if r.Status != tt.status {
+					t.Fatalf("%d %s", r.Status, r.Body)
+				}
+				return
+			}
+			wantOutcome(t, r, tt.status, "Patient.extension[0]")
+		})
+	}
+	wantOutcome(t, e.post("/Patient/$validate", withValue(`"valueString":"44"`)), http.StatusUnprocessableEntity, "Patient.extension[0].value.ofType(string)")
+}

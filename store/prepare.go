@@ -24,7 +24,7 @@ type prepared struct {
 
 // prepare parses body and checks what every write needs: a JSON object of
 // type typ whose id (for updates) matches the URL, passing the validator.
-func (s *Store) prepare(ctx context.Context, typ, id string, body []byte, lenient bool) (*prepared, error) {
+func (s *Store) prepare(ctx context.Context, tenant, typ, id string, body []byte, lenient bool) (*prepared, error) {
 	dec, err := document.FromJSON(body, s.opts.MaxDepth)
 	if err != nil {
 		var se *document.SyntaxError
@@ -50,7 +50,15 @@ func (s *Store) prepare(ctx context.Context, typ, id string, body []byte, lenien
 	}
 	p := &prepared{typ: typ, doc: dec.Doc, numText: dec.NumText}
 	if s.opts.Validate != nil {
-		warnings, err := s.opts.Validate(ctx, typ, body, lenient)
+		find := func(ctx context.Context, typ, condition string) ([][]byte, error) {
+			matches, err := s.matchCondition(ctx, tenant, typ, condition)
+			out := make([][]byte, len(matches))
+			for i, m := range matches {
+				out[i] = m.JSON
+			}
+			return out, err
+		}
+		warnings, err := s.opts.Validate(ctx, Validation{Tenant: tenant, Type: typ, Body: body, Lenient: lenient, Find: find})
 		if err != nil {
 			return nil, err
 		}
@@ -59,9 +67,9 @@ func (s *Store) prepare(ctx context.Context, typ, id string, body []byte, lenien
 	return p, nil
 }
 
-// Check runs every check a create (id empty) or update of typ/id would run
-// and stores nothing: the $validate operation.
-func (s *Store) Check(ctx context.Context, typ, id string, body []byte, opts WriteOptions) ([]Issue, error) {
+// Check runs every check a create (id empty) or update of typ/id in tenant
+// would run and stores nothing: the $validate operation.
+func (s *Store) Check(ctx context.Context, tenant, typ, id string, body []byte, opts WriteOptions) ([]Issue, error) {
 	if err := s.checkType(typ); err != nil {
 		return nil, err
 	}
@@ -70,7 +78,7 @@ func (s *Store) Check(ctx context.Context, typ, id string, body []byte, opts Wri
 			return nil, err
 		}
 	}
-	p, err := s.prepare(ctx, typ, id, body, opts.Lenient)
+	p, err := s.prepare(ctx, tenant, typ, id, body, opts.Lenient)
 	if err != nil {
 		return nil, err
 	}

@@ -65,9 +65,22 @@ func (e *InvalidError) Error() string {
 }
 
 // Validator checks a resource before it is stored; it returns an
-// *InvalidError (or nil) and warnings to pass back to the client. Lenient
-// validation accepts unknown elements with a warning.
-type Validator func(ctx context.Context, resourceType string, body []byte, lenient bool) (warnings []Issue, err error)
+// *InvalidError (or nil) and warnings to pass back to the client.
+type Validator func(ctx context.Context, in Validation) (warnings []Issue, err error)
+
+// Validation is one resource to check, with what the validator may need of
+// the tenant it is written to.
+type Validation struct {
+	Tenant string
+	Type   string
+	Body   []byte
+	// Lenient accepts unknown elements with a warning.
+	Lenient bool
+	// Find reads the tenant's current resources of a type that match a
+	// search condition (at most two), such as the StructureDefinition of an
+	// extension: "url=http://example.org/ext".
+	Find func(ctx context.Context, typ, condition string) ([][]byte, error)
+}
 
 // IsResourceType reports whether a type name may be stored.
 type IsResourceType func(name string) bool
