@@ -87,6 +87,7 @@ func (s *Server) capabilityStatement(base string) map[string]any {
 			"mode":        "server",
 			"resource":    resources,
 			"interaction": []map[string]string{{"code": "transaction"}, {"code": "batch"}, {"code": "history-system"}},
+			"operation":   validateOperation,
 		}},
 	}
 }
