@@ -141,6 +141,8 @@ func tokenCondition(field, name, modifier string, values []string) (bson.D, func
 			conds = append(conds, bson.D{{Key: field + ":text", Value: prefix(Fold(v))}})
 		}
 		return anyOf(conds), nil, nil
+	case "in", "not-in", "below", "above":
+		return codeSetCondition(field, name, modifier, values)
 	case "of-type":
 		for _, v := range values {
 			if strings.Count(v, "|") != 2 {

@@ -120,7 +120,7 @@ var resultParams = map[string]bool{
 var unsupportedParams = map[string]string{
 	"_contained":     "_contained is not supported",
 	"_containedType": "_containedType is not supported", "_list": "_list is not supported",
-	"_query": "_query is not supported", "_filter": "_filter is not supported",
+	"_query": "_query is not supported",
 }
 
 // Parse turns query parameters into a Query for resourceType. Repeated
@@ -149,6 +149,19 @@ func (r *Registry) Parse(resourceType string, params url.Values, opts ParseOptio
 				return nil, err
 			}
 			q.Has = append(q.Has, h)
+			continue
+		}
+		if code == "_filter" {
+			for _, v := range values {
+				cond, check, err := r.parseFilter(resourceType, v)
+				if err != nil {
+					return nil, err
+				}
+				q.Conditions = append(q.Conditions, cond)
+				if check != nil {
+					post = append(post, check)
+				}
+			}
 			continue
 		}
 		if msg, ok := unsupportedParams[code]; ok {

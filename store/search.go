@@ -85,6 +85,9 @@ func (s *Store) Search(ctx context.Context, tenant string, q *search.Query) (*Se
 // searchFilter is q's filter over current, undeleted rows, with each _has
 // resolved to the ids its resources refer to.
 func (s *Store) searchFilter(ctx context.Context, tenant string, q *search.Query) (bson.D, error) {
+	if err := q.Resolve(ctx, resolver{s: s, tenant: tenant}); err != nil {
+		return nil, err
+	}
 	all := bson.A{q.Filter()}
 	if !needsValue(q.Filter()) || len(q.Has) > 0 {
 		// Deleted rows carry no search values, so a condition that needs a
@@ -102,19 +105,28 @@ func (s *Store) searchFilter(ctx context.Context, tenant string, q *search.Query
 		all = append(all, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}})
 	}
 	for _, ch := range q.Chains {
-		refs := []string{}
-		for _, t := range ch.Targets {
-			ids, err := s.matchingIDs(ctx, tenant, t.Query)
-			if err != nil {
-				return nil, err
-			}
-			for _, id := range ids {
-				refs = append(refs, t.Type+"/"+id)
-			}
+		refs, err := s.chainRefs(ctx, tenant, ch)
+		if err != nil {
+			return nil, err
 		}
 		all = append(all, bson.D{{Key: "idx." + ch.Param, Value: bson.D{{Key: "$in", Value: refs}}}})
 	}
 	return bson.D{{Key: "$and", Value: all}}, nil
+}
+
+// chainRefs lists "Type/id" of the matches of each target of a chain.
+func (s *Store) chainRefs(ctx context.Context, tenant string, ch *search.Chain) ([]string, error) {
+	refs := []string{}
+	for _, t := range ch.Targets {
+		ids, err := s.matchingIDs(ctx, tenant, t.Query)
+		if err != nil {
+			return nil, err
+		}
+		for _, id := range ids {
+			refs = append(refs, t.Type+"/"+id)
+		}
+	}
+	return refs, nil
 }
 
 // needsValue tells whether every document filter matches has a value at
