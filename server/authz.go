@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/gin-gonic/gin"
 
@@ -207,6 +208,9 @@ func interactionOf(shape, method string) (auth.Interaction, bool) {
 		}
 	case "_history":
 		return auth.Search, true
+	}
+	if op := shape[strings.LastIndexByte(shape, '/')+1:]; terminologyOps[op].typ != "" {
+		return auth.Read, true // an operation reading stored terminology, GET or POST
 	}
 	return 0, false
 }

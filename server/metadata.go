@@ -58,7 +58,7 @@ func (s *Server) capabilityStatement(base string) map[string]any {
 			"conditionalRead":   "not-supported",
 			"conditionalUpdate": true,
 			"conditionalDelete": "single",
-			"operation":         validateOperation,
+			"operation":         append(validateOperation[:1:1], terminologyOperations(t)...),
 		}
 		if t == "Observation" {
 			r["operation"] = append(validateOperation[:len(validateOperation):len(validateOperation)], lastnOperation)

@@ -186,6 +186,11 @@ var fhirRoutes = map[string]map[string]route{
 		http.MethodGet:  func(s *Server, c *gin.Context, g []string) { s.lastn(c, g[0]) },
 		http.MethodPost: func(s *Server, c *gin.Context, g []string) { s.lastn(c, g[0]) },
 	},
+
+	// Terminology operations on stored ValueSets and CodeSystems.
+	"T/$expand": terminologyRoute, "T/I/$expand": terminologyRoute,
+	"T/$validate-code": terminologyRoute, "T/I/$validate-code": terminologyRoute,
+	"T/$lookup": terminologyRoute, "T/I/$lookup": terminologyRoute,
 }
 
 // shapeOf names the shape of a FHIR path: T for a type, I for an id, V for
@@ -204,6 +209,8 @@ func shapeOf(segs []string) string {
 		case seg == "$everything" && i == 2 && len(segs) == 3:
 			shape[i] = seg
 		case seg == "$lastn" && i == 1 && len(segs) == 2:
+			shape[i] = seg
+		case terminologyOps[seg].typ != "" && (i == 1 || i == 2) && i == len(segs)-1:
 			shape[i] = seg
 		case i == 2 && len(segs) == 3:
 			shape[i] = "T2"

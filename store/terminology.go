@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -115,8 +116,11 @@ func codeSetError(set *search.CodeSet, err error) error {
 		return &search.Error{Param: set.Param, Msg: "cannot expand: " + te.Msg}
 	case errors.Is(err, terminology.ErrNotFound) && set.Relation == "in":
 		return &search.Error{Param: set.Param, Msg: fmt.Sprintf("no ValueSet %s is stored", set.ValueSet)}
-	case errors.Is(err, terminology.ErrNotFound):
+	case errors.Is(err, terminology.ErrUnknownCode):
 		return &search.Error{Param: set.Param, Msg: fmt.Sprintf("cannot use :%s: %v", set.Relation, err)}
+	case errors.Is(err, terminology.ErrNotFound):
+		msg := strings.TrimSuffix(err.Error(), ": "+terminology.ErrNotFound.Error())
+		return &search.Error{Param: set.Param, Msg: fmt.Sprintf("cannot use :%s: %s is not stored", set.Relation, msg)}
 	}
 	return err
 }

@@ -56,11 +56,11 @@ func ParseCodeSystem(b []byte) (*CodeSystem, error) {
 	return cs, nil
 }
 
-// Lookup returns the concept of code, or an error wrapping ErrNotFound.
+// Lookup returns the concept of code, or an error wrapping ErrUnknownCode.
 func (cs *CodeSystem) Lookup(code string) (*CodeConcept, error) {
 	c, ok := cs.byCode[code]
 	if !ok {
-		return nil, fmt.Errorf("code %q is not in code system %s: %w", code, cs.URL, ErrNotFound)
+		return nil, fmt.Errorf("%w: %q is not in code system %s", ErrUnknownCode, code, cs.URL)
 	}
 	return c, nil
 }

@@ -271,8 +271,8 @@ func (cs *CodeSystem) filter(property, op, value string) ([]Concept, error) {
 
 // notStoredCode turns an unknown code of a filter into an expansion error.
 func notStoredCode(err error) error {
-	if errors.Is(err, ErrNotFound) {
-		return failf("%s", strings.TrimSuffix(err.Error(), ": "+ErrNotFound.Error()))
+	if errors.Is(err, ErrUnknownCode) {
+		return failf("%s", err.Error())
 	}
 	return err
 }

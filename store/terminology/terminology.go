@@ -15,8 +15,11 @@ import (
 	"strings"
 )
 
-// ErrNotFound is a value set, code system or code that is not stored.
+// ErrNotFound is a value set or code system that is not stored.
 var ErrNotFound = errors.New("not found")
+
+// ErrUnknownCode is a code its stored code system does not define.
+var ErrUnknownCode = errors.New("unknown code")
 
 // Error is a value set or code system that cannot be used as asked.
 type Error struct{ Msg string }
