@@ -207,6 +207,14 @@ func uriCondition(field, name, modifier string, values []string) (bson.D, func(b
 			conds = append(conds, bson.D{{Key: field, Value: prefix(v)}})
 		}
 		return anyOf(conds), nil, nil
+	case "contains":
+		// URIs are case-sensitive: a literal substring of the stored value,
+		// matched over the parameter's index entries like string :contains.
+		conds := make([]bson.D, 0, len(values))
+		for _, v := range values {
+			conds = append(conds, bson.D{{Key: field, Value: bson.Regex{Pattern: literal(v)}}})
+		}
+		return anyOf(conds), nil, nil
 	case "above":
 		var ups []string
 		for _, v := range values {

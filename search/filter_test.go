@@ -21,7 +21,7 @@ var sampleSearches = map[string][]string{
 	"date":      {"=2020", "=eq2020-01", "=ne2020-01-01", "=gt2020", "=lt2020", "=ge2020", "=le2020", "=sa2020", "=eb2020", "=ap2020-01-01"},
 	"number":    {"=1.5", "=gt1", "=lt1", "=ge1", "=le1", "=sa1", "=eb1", "=ne1", "=ap1"},
 	"quantity":  {"=1.5", "=gt1|http://unitsofmeasure.org|mg", "=le1||mg", "=ap5"},
-	"uri":       {"=http://a/b", ":below=http://a", ":above=http://a/b/c"},
+	"uri":       {"=http://a/b", ":below=http://a", ":above=http://a/b/c", ":contains=a/b"},
 }
 
 // allowedOperators are the index-friendly operators the engine may emit.

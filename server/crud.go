@@ -177,6 +177,8 @@ func (s *Server) delete(c *gin.Context, typ, id string) {
 	switch {
 	case errors.Is(err, store.ErrGone): // deleting twice is not an error
 		msg = fmt.Sprintf("%s/%s was already deleted", typ, id)
+	case errors.Is(err, store.ErrNotFound): // nor is deleting what never existed (R4 delete); no version is written
+		msg = fmt.Sprintf("%s/%s does not exist; nothing was deleted", typ, id)
 	case err != nil:
 		s.abort(c, err)
 		return

@@ -319,7 +319,9 @@ func TestCreateIgnoresClientMeta(t *testing.T) {
 	}
 }
 
-// TestReadAndDeleteOfUnknownResources covers the 404s of read, vread and delete.
+// TestReadAndDeleteOfUnknownResources covers the 404s of read and vread,
+// and the delete of what does not exist: a success (R4: "or if the resource
+// does not exist at all") that writes no version.
 func TestReadAndDeleteOfUnknownResources(t *testing.T) {
 	e := newEnv(t)
 	id := e.create("Patient", `{"resourceType":"Patient"}`)
@@ -334,13 +336,18 @@ func TestReadAndDeleteOfUnknownResources(t *testing.T) {
 		{"vread of version 0 is 404", http.MethodGet, "/Patient/" + id + "/_history/0", http.StatusNotFound},
 		{"vread of a non-numeric version is 404", http.MethodGet, "/Patient/" + id + "/_history/abc", http.StatusNotFound},
 		{"vread of an unknown id is 404", http.MethodGet, "/Patient/no-such-patient/_history/1", http.StatusNotFound},
-		{"delete of an unknown id is 404", http.MethodDelete, "/Patient/no-such-patient", http.StatusNotFound},
-		{"delete of an id of another type is 404", http.MethodDelete, "/Observation/" + id, http.StatusNotFound},
+		{"delete of an unknown id succeeds", http.MethodDelete, "/Patient/no-such-patient", http.StatusNoContent},
+		{"delete of an id of another type succeeds", http.MethodDelete, "/Observation/" + id, http.StatusNoContent},
 		{"delete of an invalid id is 400", http.MethodDelete, "/Patient/bad_id!", http.StatusBadRequest},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			wantOutcome(t, e.do(request{Method: tc.method, Path: tc.path}), tc.status, "")
+			r := e.do(request{Method: tc.method, Path: tc.path})
+			if tc.status >= 400 {
+				wantOutcome(t, r, tc.status, "")
+			} else if r.Status != tc.status || len(r.Body) != 0 {
+				t.Fatalf("status %d, want %d: %s", r.Status, tc.status, r.Body)
+			}
 			if n := e2eHistoryTotal(t, e, "/_history"); n != 1 {
 				t.Fatalf("system history has %d versions, want 1", n)
 			}

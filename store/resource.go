@@ -158,11 +158,14 @@ func (s *Store) Delete(ctx context.Context, tenant, typ, id string, opts WriteOp
 		return nil, err
 	}
 	cur, err := s.current(ctx, tenant, typ, id)
-	if err != nil {
+	if err != nil && !errors.Is(err, ErrNotFound) {
 		return nil, fmt.Errorf("delete %s/%s: %w", typ, id, err)
 	}
 	if err := checkIfMatch(opts, cur); err != nil {
 		return nil, fmt.Errorf("delete %s/%s: %w", typ, id, err)
+	}
+	if cur == nil {
+		return nil, fmt.Errorf("delete %s/%s: %w", typ, id, ErrNotFound)
 	}
 	if cur.Deleted {
 		return nil, fmt.Errorf("delete %s/%s: %w", typ, id, ErrGone)

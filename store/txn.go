@@ -281,9 +281,7 @@ func (t *txn) checkCurrent(o *txnOp) error {
 		return fmt.Errorf("%s: %w", o.key(), ErrNotFound)
 	case o.Method == "PATCH" && gone:
 		return fmt.Errorf("%s: %w", o.key(), ErrGone)
-	case o.Method == "DELETE" && o.cur == nil:
-		return fmt.Errorf("%s: %w", o.key(), ErrNotFound)
-	case o.Method == "DELETE" && gone:
+	case o.Method == "DELETE" && gone: // deleting what is not there succeeds, writing nothing
 		o.result = Result{Outcome: NoChange}
 	}
 	return nil
