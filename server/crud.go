@@ -122,6 +122,10 @@ func (s *Server) read(c *gin.Context, typ, id string) {
 		s.abortVersion(c, res, err)
 		return
 	}
+	if accept, ok := c.Get(binaryAcceptKey); ok {
+		s.respondBinary(c, res, accept.(string))
+		return
+	}
 	s.respondRead(c, res)
 }
 

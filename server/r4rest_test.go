@@ -2,7 +2,10 @@ package server_test
 
 import (
 	"net/http"
+	"strings"
 	"testing"
+
+	"fhirstore/server"
 )
 
 // TestURIContainsMatchesSubstrings: :contains on a uri parameter matches
@@ -72,6 +75,44 @@ func TestDeleteOfWhatDoesNotExist(t *testing.T) {
 				t.Fatalf("%d versions written, want none", n)
 			}
 			wantOutcome(t, e.get("/Patient/never-there"), http.StatusNotFound, "")
+		})
+	}
+}
+
+// TestBinaryReadNegotiation: a Binary that does not exist is 404 whatever
+// the client accepts; one that exists answers FHIR JSON when asked for it,
+// its own content when Accept allows its content type, 406 otherwise.
+func TestBinaryReadNegotiation(t *testing.T) {
+	e := newEnv(t)
+	if r := e.put("/Binary/pic", `{"resourceType":"Binary","id":"pic","contentType":"image/png","data":"iVBORw0K"}`); r.Status != http.StatusCreated {
+		t.Fatalf("store Binary: %d %s", r.Status, r.Body)
+	}
+	tests := []struct {
+		name, path, accept string
+		status             int
+		contentType, body  string
+	}{
+		{"a missing Binary as PNG is 404", "/Binary/none", "image/png", http.StatusNotFound, server.FHIRJSON, ""},
+		{"a missing Binary as anything is 404", "/Binary/none", "text/html;q=0.9, application/pdf", http.StatusNotFound, server.FHIRJSON, ""},
+		{"a missing Binary as FHIR JSON is 404", "/Binary/none", "application/fhir+json", http.StatusNotFound, server.FHIRJSON, ""},
+		{"a Binary as FHIR JSON is the resource", "/Binary/pic", "application/fhir+json", http.StatusOK, server.FHIRJSON, ""},
+		{"a Binary in its content type is the content", "/Binary/pic", "image/png", http.StatusOK, "image/png", "\x89PNG\r\n"},
+		{"a wildcard of the content type's family is the content", "/Binary/pic", "image/*", http.StatusOK, "image/png", "\x89PNG\r\n"},
+		{"a Binary in another content type is 406", "/Binary/pic", "application/pdf", http.StatusNotAcceptable, server.FHIRJSON, ""},
+		{"another type's read still negotiates first", "/Patient/none", "image/png", http.StatusNotAcceptable, server.FHIRJSON, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := e.do(request{Method: http.MethodGet, Path: tc.path, Header: map[string]string{"Accept": tc.accept}})
+			if r.Status != tc.status || !strings.HasPrefix(r.Header.Get("Content-Type"), tc.contentType) {
+				t.Fatalf("%d %s, want %d %s: %s", r.Status, r.Header.Get("Content-Type"), tc.status, tc.contentType, r.Body)
+			}
+			if tc.body != "" && string(r.Body) != tc.body {
+				t.Fatalf("body %q, want %q", r.Body, tc.body)
+			}
+			if tc.status >= 400 {
+				wantOutcome(t, r, tc.status, "")
+			}
 		})
 	}
 }

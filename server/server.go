@@ -5,6 +5,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"sort"
 	"strings"
@@ -125,7 +126,15 @@ func (s *Server) routes() *gin.Engine {
 
 // fhirFormat rejects requests whose answer the client cannot read.
 func (s *Server) fhirFormat(c *gin.Context) {
-	if err := negotiate(c); err != nil {
+	err := negotiate(c)
+	var he *httpError
+	if errors.As(err, &he) && he.status == http.StatusNotAcceptable && isBinaryRead(c) {
+		// A Binary answers in its own content type, and one that does not
+		// exist is a 404 whatever the client accepts: decided after the read.
+		c.Set(binaryAcceptKey, c.GetHeader("Accept"))
+		return
+	}
+	if err != nil {
 		s.abort(c, err)
 	}
 }
