@@ -96,15 +96,16 @@ func parseHistoryQuery(c *gin.Context, typ, id string) (store.HistoryQuery, erro
 		q.At = &store.TimeRange{Lo: r.Lo, Hi: r.Hi}
 	}
 	if v := c.Query(cursorParam); v != "" {
-		pos, backward, err := decodeCursor(v)
+		cur, err := decodeCursor(v)
 		if err != nil {
 			return q, fail(http.StatusBadRequest, "value", "the paging cursor is not valid; start again from the first page", cursorParam)
 		}
-		if backward {
-			q.Before = pos
+		if cur.backward {
+			q.Before = cur.pos
 		} else {
-			q.After = pos
+			q.After = cur.pos
 		}
+		q.Until = &cur.until
 	}
 	return q, nil
 }
@@ -143,10 +144,10 @@ func historyBundle(c *gin.Context, page *store.HistoryPage) *bundle {
 		Link:         []bundleLink{{Relation: "self", URL: pageURL(c, c.Query(cursorParam))}},
 	}
 	if page.HasNext && page.Last != nil {
-		b.Link = append(b.Link, bundleLink{Relation: "next", URL: pageURL(c, encodeCursor(page.Last, false))})
+		b.Link = append(b.Link, bundleLink{Relation: "next", URL: pageURL(c, encodeCursor(historyCursor{page.Last, false, page.Until}))})
 	}
 	if page.HasPrevious && page.First != nil {
-		b.Link = append(b.Link, bundleLink{Relation: "previous", URL: pageURL(c, encodeCursor(page.First, true))})
+		b.Link = append(b.Link, bundleLink{Relation: "previous", URL: pageURL(c, encodeCursor(historyCursor{page.First, true, page.Until}))})
 	}
 	for _, r := range page.Entries {
 		b.Entry = append(b.Entry, historyEntry(base, r))
@@ -186,28 +187,44 @@ func pageURL(c *gin.Context, cursor string) string {
 	return strings.TrimSuffix(baseURL(c), "/fhir/r4") + u.String()
 }
 
-// encodeCursor makes an opaque token for a position in history order.
-func encodeCursor(pos *store.HistoryPosition, backward bool) string {
+// historyCursor is a position in history order, the direction to read
+// from it, and the time point of the snapshot the pages show.
+type historyCursor struct {
+	pos      *store.HistoryPosition
+	backward bool
+	until    time.Time
+}
+
+// encodeCursor makes an opaque token of a history cursor.
+func encodeCursor(c historyCursor) string {
 	dir := "n"
-	if backward {
+	if c.backward {
 		dir = "p"
 	}
-	raw := dir + "|" + strconv.FormatInt(pos.LastUpdated.UnixMilli(), 10) + "|" + pos.Key
+	raw := dir + "|" + strconv.FormatInt(c.pos.LastUpdated.UnixMilli(), 10) + "|" + strconv.FormatInt(c.until.UnixMilli(), 10) + "|" + c.pos.Key
 	return base64.RawURLEncoding.EncodeToString([]byte(raw))
 }
 
-func decodeCursor(s string) (*store.HistoryPosition, bool, error) {
+func decodeCursor(s string) (historyCursor, error) {
 	raw, err := base64.RawURLEncoding.DecodeString(s)
 	if err != nil {
-		return nil, false, fmt.Errorf("decode cursor: %w", err)
+		return historyCursor{}, fmt.Errorf("decode cursor: %w", err)
 	}
-	parts := strings.SplitN(string(raw), "|", 3)
-	if len(parts) != 3 || (parts[0] != "n" && parts[0] != "p") || parts[2] == "" {
-		return nil, false, fmt.Errorf("malformed cursor")
+	parts := strings.SplitN(string(raw), "|", 4)
+	if len(parts) != 4 || (parts[0] != "n" && parts[0] != "p") || parts[3] == "" {
+		return historyCursor{}, fmt.Errorf("malformed cursor")
 	}
 	ms, err := strconv.ParseInt(parts[1], 10, 64)
 	if err != nil {
-		return nil, false, fmt.Errorf("malformed cursor time: %w", err)
+		return historyCursor{}, fmt.Errorf("malformed cursor time: %w", err)
 	}
-	return &store.HistoryPosition{LastUpdated: time.UnixMilli(ms).UTC(), Key: parts[2]}, parts[0] == "p", nil
+	until, err := strconv.ParseInt(parts[2], 10, 64)
+	if err != nil {
+		return historyCursor{}, fmt.Errorf("malformed cursor snapshot: %w", err)
+	}
+	return historyCursor{
+		pos:      &store.HistoryPosition{LastUpdated: time.UnixMilli(ms).UTC(), Key: parts[3]},
+		backward: parts[0] == "p",
+		until:    time.UnixMilli(until).UTC(),
+	}, nil
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"time"
 
@@ -23,6 +24,10 @@ type HistoryQuery struct {
 	// After continues below this position (next page); Before continues
 	// above it (previous page). At most one is set.
 	After, Before *HistoryPosition
+	// Until pins the snapshot the pages show: versions written after it
+	// are left out of the entries and the total. History sets it to the
+	// time of the first page when it is nil; the next pages pass it back.
+	Until *time.Time
 }
 
 // TimeRange is a closed interval of instants.
@@ -43,10 +48,14 @@ type HistoryPage struct {
 	First, Last *HistoryPosition
 	// HasNext and HasPrevious tell whether older or newer versions remain.
 	HasNext, HasPrevious bool
+	// Until is the snapshot's time point, to carry to the other pages.
+	Until time.Time
 }
 
 // History returns one page of versions. Pages are keyed by position, not by
-// offset, so writes that happen while a client pages do not shift them.
+// offset, and pinned to the first page's time point (q.Until), so writes
+// that happen while a client pages change neither the entries nor the
+// total of the pages that follow.
 func (s *Store) History(ctx context.Context, tenant string, q HistoryQuery) (*HistoryPage, error) {
 	if q.Type != "" {
 		if err := s.checkType(q.Type); err != nil {
@@ -57,15 +66,18 @@ func (s *Store) History(ctx context.Context, tenant string, q HistoryQuery) (*Hi
 		q.Count = 10
 	}
 	coll := s.tenantDB(tenant).Collection(historyCollection)
+	if q.Until == nil {
+		until, err := s.snapshotPoint(ctx, coll, q)
+		if err != nil {
+			return nil, err
+		}
+		q.Until = until
+	}
 	total, err := s.historyTotal(ctx, coll, q)
 	if err != nil {
 		return nil, err
 	}
-	var to *time.Time
-	if q.At != nil {
-		to = &q.At.Hi
-	}
-	filter, dir := historyFilter(q, q.Since, to), -1
+	filter, dir := historyFilter(q, q.Since, q.upper()), -1
 	switch {
 	case q.After != nil:
 		filter = beyond(filter, q.After, "$lt")
@@ -79,8 +91,50 @@ func (s *Store) History(ctx context.Context, tenant string, q HistoryQuery) (*Hi
 	return newHistoryPage(q, rows, total)
 }
 
+// snapshotPoint is the time point of a first history page: now, or the
+// newest version the query selects when that is later (a resource updated
+// several times within a millisecond has versions stamped ahead of the
+// clock, to keep them ordered). It then waits until the clock has passed
+// it (a millisecond, as a rule), so that every write starting later is
+// stamped after it and stays out of the snapshot.
+func (s *Store) snapshotPoint(ctx context.Context, coll engine.Collection, q HistoryQuery) (*time.Time, error) {
+	at := s.now()
+	opts := &engine.FindOptions{Sort: bson.D{{Key: "lastUpdated", Value: -1}, {Key: "_id", Value: -1}}, Projection: bson.D{{Key: "lastUpdated", Value: 1}}}
+	var newest struct {
+		LastUpdated time.Time `bson:"lastUpdated"`
+	}
+	err := engine.FindOneInto(ctx, coll, historyFilter(q, q.Since, nil), opts, &newest)
+	switch {
+	case errors.Is(err, engine.ErrNoDocuments):
+	case err != nil:
+		return nil, dbError("read newest history version", err)
+	case newest.LastUpdated.After(at):
+		at = newest.LastUpdated.UTC()
+	}
+	if wait := time.Until(at.Add(time.Millisecond)); wait > 0 && wait <= maxSnapshotWait {
+		time.Sleep(wait)
+	}
+	return &at, nil
+}
+
+// maxSnapshotWait bounds the wait of snapshotPoint (a clock stepped back
+// must not hold a request).
+const maxSnapshotWait = 100 * time.Millisecond
+
+// upper is the latest lastUpdated the query selects: the snapshot's point,
+// or the end of the _at range when that is earlier.
+func (q HistoryQuery) upper() *time.Time {
+	if q.At != nil && (q.Until == nil || q.At.Hi.Before(*q.Until)) {
+		return &q.At.Hi
+	}
+	return q.Until
+}
+
 func newHistoryPage(q HistoryQuery, rows []*historyDoc, total int64) (*HistoryPage, error) {
 	page := &HistoryPage{Total: total}
+	if q.Until != nil {
+		page.Until = *q.Until
+	}
 	more := len(rows) > q.Count
 	if more {
 		rows = rows[:q.Count]
@@ -231,14 +285,14 @@ func (s *Store) dropSuperseded(ctx context.Context, coll engine.Collection, rows
 // written inside the range plus one per resource that existed when it began.
 func (s *Store) historyTotal(ctx context.Context, coll engine.Collection, q HistoryQuery) (int64, error) {
 	if q.At == nil {
-		n, err := coll.Count(ctx, historyFilter(q, q.Since, nil))
+		n, err := coll.Count(ctx, historyFilter(q, q.Since, q.upper()))
 		return n, dbError("count history", err)
 	}
 	from := q.At.Lo.Add(time.Millisecond) // stored instants have millisecond precision
 	if q.Since != nil && q.Since.After(from) {
 		from = *q.Since
 	}
-	n, err := coll.Count(ctx, historyFilter(q, &from, &q.At.Hi))
+	n, err := coll.Count(ctx, historyFilter(q, &from, q.upper()))
 	if err != nil {
 		return 0, dbError("count history", err)
 	}
