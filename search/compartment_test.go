@@ -53,3 +53,31 @@ func TestCompartmentQueriesOnePerLinkingParameter(t *testing.T) {
 		t.Errorf("{def}: %v %v", v, err)
 	}
 }
+
+// TestEveryCompartmentTypeWithACareDateNamesADateParameter: the care-date
+// table names real date parameters, and the types without one are those
+// whose resources record no care.
+func TestEveryCompartmentTypeWithACareDateNamesADateParameter(t *testing.T) {
+	r := newRegistry(t)
+	undated := map[string]bool{}
+	for _, typ := range search.PatientCompartmentTypes() {
+		code := r.CareDateParam(typ)
+		if code == "" {
+			undated[typ] = true
+			continue
+		}
+		if p, ok := r.Lookup(typ, code); !ok || p.Type != "date" {
+			t.Errorf("%s: care date %q is not a date parameter", typ, code)
+		}
+	}
+	for _, typ := range []string{"Patient", "RelatedPerson", "Person", "Coverage", "Group"} {
+		if !undated[typ] {
+			t.Errorf("%s has a care date %q", typ, r.CareDateParam(typ))
+		}
+	}
+	for _, typ := range []string{"Observation", "Encounter", "Condition", "MedicationRequest", "Procedure"} {
+		if undated[typ] {
+			t.Errorf("%s has no care date", typ)
+		}
+	}
+}

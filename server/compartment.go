@@ -144,8 +144,11 @@ func (s *Server) matchingIDs(ctx context.Context, tenant string, queries []*sear
 // (default 10, at most 100) and a next link whose opaque cursor names the
 // type reached and the engine's keyset cursor within it, so following the
 // links visits every resource once. _type restricts the types (as do the
-// caller's read rights, see mayRead); other parameters are ignored and the
-// Bundle has no total.
+// caller's read rights, see mayRead); start and end keep the resources
+// whose care date (search.Registry.CareDateParam) overlaps that range,
+// and the resources of types without one; _since keeps the resources
+// changed at or after it, the patient included. Other parameters are
+// ignored and the Bundle has no total.
 func (s *Server) everything(c *gin.Context, compartment, id string) {
 	patient, err := s.checkCompartment(c, compartment, id, "")
 	if err != nil {
@@ -174,7 +177,7 @@ func (s *Server) everything(c *gin.Context, compartment, id string) {
 		s.abort(c, outsideCompartment("Patient", id))
 		return
 	}
-	if params.Get("_cursor") == "" && slices.Contains(types, "Patient") && a.canSee(patient) {
+	if params.Get("_cursor") == "" && slices.Contains(types, "Patient") && a.canSee(patient) && changedSince(patient, params) {
 		page.Entries = append(page.Entries, patient)
 	}
 	for i := start; i < len(types) && page.Next == ""; i++ {
@@ -190,6 +193,7 @@ func (s *Server) everything(c *gin.Context, compartment, id string) {
 		if types[i] == "Patient" { // the patient itself came first
 			sub.Set("_id:not", id)
 		}
+		s.everythingFilters(sub, types[i], params)
 		_, typePage, err := s.compartmentPage(ctx, tenant, types[i], id, sub, search.ParseOptions{})
 		if err != nil {
 			s.abort(c, searchError(err))
@@ -235,7 +239,44 @@ func everythingParams(all url.Values) (url.Values, error) {
 	if v := all.Get("_cursor"); v != "" {
 		params.Set("_cursor", v)
 	}
+	for _, name := range []string{"start", "end", "_since"} {
+		v := all.Get(name)
+		if v == "" {
+			continue
+		}
+		if _, err := search.ParseDateRange(v); err != nil {
+			return nil, fail(http.StatusBadRequest, "value", name+": "+err.Error(), name)
+		}
+		params.Set(name, v)
+	}
 	return params, nil
+}
+
+// everythingFilters adds to the search of one type what start, end and
+// _since ask: a care date overlapping [start, end] (on types that have
+// one) and a lastUpdated at or after _since.
+func (s *Server) everythingFilters(sub url.Values, typ string, params url.Values) {
+	if care := s.cfg.Registry.CareDateParam(typ); care != "" {
+		if v := params.Get("start"); v != "" {
+			sub.Add(care, "ge"+v)
+		}
+		if v := params.Get("end"); v != "" {
+			sub.Add(care, "le"+v)
+		}
+	}
+	if v := params.Get("_since"); v != "" {
+		sub.Add("_lastUpdated", "ge"+v)
+	}
+}
+
+// changedSince tells whether res changed at or after $everything's _since.
+func changedSince(res *store.Resource, params url.Values) bool {
+	v := params.Get("_since")
+	if v == "" {
+		return true
+	}
+	r, err := search.ParseDateRange(v)
+	return err == nil && !res.LastUpdated.Before(r.Lo)
 }
 
 // everythingTypes are the compartment types $everything reads, in order:

@@ -439,9 +439,9 @@ func TestIfMatch(t *testing.T) {
 		wantOutcome(t, e.get("/Patient/if-match-star"), http.StatusNotFound, "")
 	})
 
-	t.Run("delete with If-Match of a resource that does not exist is 404", func(t *testing.T) {
+	t.Run("delete with If-Match of a resource that does not exist fails its precondition", func(t *testing.T) {
 		r := e.do(request{Method: http.MethodDelete, Path: "/Patient/if-match-none", Header: map[string]string{"If-Match": `W/"1"`}})
-		wantOutcome(t, r, http.StatusNotFound, "")
+		wantOutcome(t, r, http.StatusPreconditionFailed, "")
 	})
 }
 

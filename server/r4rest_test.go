@@ -2,8 +2,10 @@ package server_test
 
 import (
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"fhirstore/server"
 )
@@ -113,6 +115,70 @@ func TestBinaryReadNegotiation(t *testing.T) {
 			if tc.status >= 400 {
 				wantOutcome(t, r, tc.status, "")
 			}
+		})
+	}
+}
+
+// TestEverythingStartEndAndSince: Patient/$everything's start and end keep
+// the resources whose care date overlaps the range (and those of types
+// without a care date), _since those changed since then; both carry over
+// to the next pages.
+func TestEverythingStartEndAndSince(t *testing.T) {
+	e := newEnv(t)
+	put := func(typ, id, body string) {
+		t.Helper()
+		if r := e.put("/"+typ+"/"+id, body); r.Status != http.StatusCreated {
+			t.Fatalf("store %s/%s: %d %s", typ, id, r.Status, r.Body)
+		}
+	}
+	obs := func(id, when string) string {
+		return `{"resourceType":"Observation","id":"` + id + `","status":"final","code":{"text":"x"},"subject":{"reference":"Patient/pe"}` + when + `}`
+	}
+	put("Patient", "pe", `{"resourceType":"Patient","id":"pe"}`)
+	put("Observation", "o2019", obs("o2019", `,"effectiveDateTime":"2019-05-01"`))
+	put("Observation", "o2021", obs("o2021", `,"effectiveDateTime":"2021-03-04T10:00:00Z"`))
+	put("Observation", "o-span", obs("o-span", `,"effectivePeriod":{"start":"2020-12-20","end":"2021-01-10"}`))
+	put("Observation", "o-undated", obs("o-undated", ""))
+	put("Encounter", "enc2020", `{"resourceType":"Encounter","id":"enc2020","status":"finished","class":{"code":"HH"},"subject":{"reference":"Patient/pe"},"period":{"start":"2020-06-01T09:00:00Z","end":"2020-06-01T10:00:00Z"}}`)
+	put("Coverage", "cov", `{"resourceType":"Coverage","id":"cov","status":"active","beneficiary":{"reference":"Patient/pe"},"payor":[{"reference":"Patient/pe"}]}`)
+	time.Sleep(5 * time.Millisecond)
+	since := time.Now().UTC().Format("2006-01-02T15:04:05.000Z")
+	time.Sleep(5 * time.Millisecond)
+	put("Observation", "o-new", obs("o-new", `,"effectiveDateTime":"2018-01-01"`))
+
+	all := []string{"Coverage/cov", "Encounter/enc2020", "Observation/o-new", "Observation/o-span", "Observation/o-undated",
+		"Observation/o2019", "Observation/o2021", "Patient/pe"}
+	tests := []struct {
+		name, query string
+		want        []string
+	}{
+		{"no range is everything", "", all},
+		{"start keeps what ends at or after it", "start=2021-01-01",
+			[]string{"Coverage/cov", "Observation/o-span", "Observation/o2021", "Patient/pe"}},
+		{"end keeps what starts at or before it", "end=2019-12-31",
+			[]string{"Coverage/cov", "Observation/o-new", "Observation/o2019", "Patient/pe"}},
+		{"start and end keep what overlaps", "start=2020-01-01&end=2020-12-31",
+			[]string{"Coverage/cov", "Encounter/enc2020", "Observation/o-span", "Patient/pe"}},
+		{"_since keeps what changed since", "_since=" + url.QueryEscape(since), []string{"Observation/o-new"}},
+		{"_since in the future keeps nothing, the patient neither", "_since=2999-01-01T00:00:00Z", nil},
+		{"_since and end together", "_since=" + url.QueryEscape(since) + "&end=2017-12-31", nil},
+		{"_type with start", "_type=Encounter,Observation&start=2020-01-01&end=2020-12-31",
+			[]string{"Encounter/enc2020", "Observation/o-span"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, _ := followPages(t, e, "/Patient/pe/$everything?_count=100&"+tc.query)
+			wantIDs(t, got, tc.want...)
+			paged, pages := followPages(t, e, "/Patient/pe/$everything?_count=1&"+tc.query)
+			wantIDs(t, paged, tc.want...)
+			if len(tc.want) > 1 && pages < len(tc.want) {
+				t.Fatalf("%d pages of one for %d resources", pages, len(tc.want))
+			}
+		})
+	}
+	for _, bad := range []string{"start", "end", "_since"} {
+		t.Run("a malformed "+bad+" is 400", func(t *testing.T) {
+			wantOutcome(t, e.get("/Patient/pe/$everything?"+bad+"=yesterday"), http.StatusBadRequest, bad)
 		})
 	}
 }
