@@ -118,6 +118,7 @@ func (s *Server) routes() *gin.Engine {
 	if s.cfg.REST != nil {
 		e.Any(restPrefix+"/*path", s.tenant, s.audit, s.authenticate, gin.WrapH(s.cfg.REST))
 	}
+	s.mountConsole(e)
 	e.NoRoute(func(c *gin.Context) {
 		s.abort(c, fail(http.StatusNotFound, "not-found", "no such endpoint: "+c.Request.URL.Path, ""))
 	})

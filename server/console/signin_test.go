@@ -1,0 +1,40 @@
+package console_test
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestBrowserSignInShowsTenantScopesAndHome(t *testing.T) {
+	e := newEnv(t)
+	e.create("Patient", `{"resourceType":"Patient","name":[{"family":"Ng","given":["Ana"]}],"birthDate":"1960-02-03","gender":"female"}`)
+	e.create("Patient", `{"resourceType":"Patient","name":[{"family":"Okafor"}]}`)
+	tb := newTab(t, e)
+	tb.signIn(e.token)
+	if got := tb.text("#tenant"); got != e.tenant {
+		t.Errorf("tenant shown = %q, want %q", got, e.tenant)
+	}
+	if got := tb.text("#scopes"); got != "system/*.*" {
+		t.Errorf("scopes shown = %q", got)
+	}
+	if got := tb.text("#counts tr[data-type=Patient] td.num"); got != "2" {
+		t.Errorf("Patient count = %q, want 2", got)
+	}
+	if got := tb.text("#fact-engine"); got != e.store.Engine() {
+		t.Errorf("engine = %q, want %q", got, e.store.Engine())
+	}
+	if got := tb.text("#fact-version"); got != "test-version" {
+		t.Errorf("version = %q", got)
+	}
+	tb.wait("#changes table")
+	if got := tb.text("#changes"); !strings.Contains(got, "Patient/") {
+		t.Errorf("latest changes do not list the patients: %q", got)
+	}
+	if tok := eval[string](tb, `sessionStorage.getItem('fhirstore.console.token')`); tok != e.token {
+		t.Errorf("the token is not in sessionStorage")
+	}
+	if c := eval[string](tb, `document.cookie`); c != "" {
+		t.Errorf("the console set cookies: %q", c)
+	}
+	tb.screenshot("home")
+}

@@ -1,0 +1,117 @@
+// The console: a hash router over a handful of views. Routes:
+//   #/  #/signin  #/search/Type?query  #/r/Type/id[?tab=]  #/r/Type/id/_history/v
+//   #/new/Type  #/edit/Type/id  #/upload  #/export
+import {h, clear, message} from './dom.js';
+import * as api from './api.js';
+import {signinView} from './views/signin.js';
+import {homeView} from './views/home.js';
+import {searchView} from './views/search.js';
+import {resourceView} from './views/resource.js';
+import {editView} from './views/edit.js';
+import {uploadView} from './views/upload.js';
+import {exportView, exportAvailable} from './views/export.js';
+
+// session is what the server said about the signed-in caller (overview).
+export const session = {overview: null, access: new Map(), loadedAt: 0};
+
+// can tells whether the caller's scopes allow interaction letter (c r u d
+// s) on type; '*' asks whether any type allows it.
+export function can(type, letter) {
+  if (!session.overview) return false;
+  if (type === '*') return session.overview.types.some((t) => t.access.includes(letter));
+  return (session.access.get(type) || '').includes(letter);
+}
+
+// loadSession asks the server who the token belongs to.
+export async function loadSession() {
+  const ov = await api.consoleApi('overview');
+  session.overview = ov;
+  session.loadedAt = Date.now();
+  session.access = new Map(ov.types.map((t) => [t.type, t.access]));
+  return ov;
+}
+
+const views = {
+  '': homeView, signin: signinView, search: searchView, r: resourceView,
+  new: editView, edit: editView, upload: uploadView, export: exportView,
+};
+
+// parseHash splits the location hash into path parts and query.
+export function parseHash() {
+  const raw = location.hash.replace(/^#\/?/, '');
+  const q = raw.indexOf('?');
+  const path = q < 0 ? raw : raw.slice(0, q);
+  const query = q < 0 ? '' : raw.slice(q + 1);
+  return {parts: path.split('/').filter(Boolean).map(decodeURIComponent), query, params: new URLSearchParams(query)};
+}
+
+// go navigates to a console route.
+export function go(route) {
+  if (location.hash === route) route_();
+  else location.hash = route;
+}
+
+function renderWho() {
+  const who = document.getElementById('who');
+  const nav = document.getElementById('nav');
+  const ov = session.overview;
+  if (!ov) { clear(who); nav.hidden = true; return; }
+  nav.hidden = false;
+  for (const a of nav.querySelectorAll('[data-needs]')) {
+    a.hidden = ![...a.dataset.needs].every((l) => can('*', l));
+  }
+  clear(who,
+    h('span', {class: 'tenant', id: 'tenant', title: 'tenant'}, ov.tenant),
+    h('span', {class: 'scopes', id: 'scopes', title: 'scopes of the token'}, ov.scopes.join(' ') || '(no scopes)'),
+    ov.patient ? h('span', {class: 'scopes'}, 'patient ' + ov.patient) : null,
+    h('button', {type: 'button', id: 'signout', onclick: () => { api.signOut(); session.overview = null; renderWho(); go('#/signin'); }}, 'Sign out'));
+}
+
+let seq = 0;
+// route_ renders the view of the current hash.
+async function route_() {
+  const my = ++seq;
+  const main = document.getElementById('main');
+  const {parts, query, params} = parseHash();
+  let name = parts[0] || '';
+  if (!api.token() && name !== 'signin') { location.replace('#/signin'); return; }
+  try {
+    if (api.token() && !session.overview) await loadSession();
+    renderWho();
+    if (session.overview) document.getElementById('nav-export').hidden = !(await exportAvailable());
+    const view = views[name] || notFound;
+    const node = await view({parts: parts.slice(1), query, params, kind: name});
+    if (my !== seq) return; // a newer navigation won
+    clear(main, node);
+    main.dataset.view = name || 'home';
+    document.title = (node.dataset && node.dataset.title ? node.dataset.title + ' · ' : '') + 'fhirstore console';
+  } catch (e) {
+    if (my !== seq) return;
+    if (e instanceof api.ApiError && e.status === 401) {
+      api.signOut();
+      session.overview = null;
+      renderWho();
+      clear(main, await signinView({parts: [], params: new URLSearchParams(), expired: true}));
+      main.dataset.view = 'signin';
+      return;
+    }
+    clear(main, errorBox(e));
+    main.dataset.view = 'error';
+  }
+}
+
+// errorBox shows an error with its OperationOutcome issues.
+export function errorBox(e) {
+  const issues = e && e.body && Array.isArray(e.body.issue) ? e.body.issue : [];
+  return message('error', h('strong', null, e.status ? 'The server answered ' + e.status : 'Something went wrong'),
+    issues.length ? h('ul', null, issues.map((i) => h('li', null, (i.severity || '') + ' ' + (i.code || '') + ': ' + (i.diagnostics || ''),
+      i.expression ? h('code', null, ' ' + i.expression.join(', ')) : null))) : h('p', null, e.message || String(e)));
+}
+
+function notFound() {
+  return h('section', null, h('h1', null, 'Not found'), h('p', null, 'The console has no such page. ', h('a', {href: '#/'}, 'Home')));
+}
+
+window.addEventListener('hashchange', route_);
+if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', route_);
+else route_();

@@ -1,0 +1,86 @@
+// Home: the tenant's types with their counts, the latest changes and the
+// server facts.
+import {h, enc, fmtDate, message} from '../dom.js';
+import * as api from '../api.js';
+import {session, loadSession, can} from '../app.js';
+
+export async function homeView() {
+  // The router has just loaded the session when the console opens here.
+  const ov = session.overview && Date.now() - session.loadedAt < 2000 ? session.overview : await loadSession();
+  const changes = h('div', {id: 'changes'}, h('p', {class: 'muted'}, 'Loading…'));
+  latestChanges(changes);
+  return h('section', {class: 'home', dataset: {title: 'Home'}},
+    h('h1', null, 'Tenant ', h('span', {class: 'tenant-name'}, ov.tenant)),
+    h('div', {class: 'grid'},
+      h('div', {class: 'card'}, h('h2', null, 'Resources'), typesTable(ov.types)),
+      h('div', {class: 'card'}, h('h2', null, 'Latest changes'), changes),
+      h('div', {class: 'card'}, h('h2', null, 'Server'), facts(ov))));
+}
+
+function typesTable(types) {
+  const counted = types.filter((t) => t.count > 0).sort((a, b) => b.count - a.count || a.type.localeCompare(b.type));
+  const total = counted.reduce((n, t) => n + t.count, 0);
+  if (!types.some((t) => t.count !== undefined)) {
+    return h('p', {class: 'muted'}, 'Your token reaches only part of the tenant, so no totals are shown. Use Search.');
+  }
+  if (counted.length === 0) {
+    return h('div', null, h('p', {class: 'muted'}, 'No resources yet.'),
+      can('*', 'c') ? h('p', null, h('a', {href: '#/new/Patient'}, 'Create one'), ' or ', h('a', {href: '#/upload'}, 'upload a bundle'), '.') : null);
+  }
+  return h('table', {class: 'counts', id: 'counts'},
+    h('thead', null, h('tr', null, h('th', null, 'Type'), h('th', {class: 'num'}, 'Count'))),
+    h('tbody', null, counted.map((t) => h('tr', {dataset: {type: t.type}},
+      h('td', null, t.access.includes('s') ? h('a', {href: '#/search/' + enc(t.type)}, t.type) : t.type),
+      h('td', {class: 'num'}, t.count.toLocaleString())))),
+    h('tfoot', null, h('tr', null, h('th', null, 'Total'), h('th', {class: 'num'}, total.toLocaleString()))));
+}
+
+async function latestChanges(box) {
+  try {
+    const b = await api.get('/_history?_count=15');
+    const entries = b.entry || [];
+    if (entries.length === 0) { box.replaceChildren(h('p', {class: 'muted'}, 'Nothing has changed yet.')); return; }
+    box.replaceChildren(h('table', {class: 'changes'},
+      h('thead', null, h('tr', null, h('th', null, 'When'), h('th', null, 'What'), h('th', null, 'Change'))),
+      h('tbody', null, entries.map(changeRow))));
+  } catch (e) {
+    box.replaceChildren(message('info', e.status === 403 ? 'Your token may not read the whole history.' : 'History unavailable: ' + e.message));
+  }
+}
+
+function changeRow(e) {
+  const r = e.resource;
+  const method = (e.request && e.request.method) || '';
+  const [type, id] = r ? [r.resourceType, r.id] : urlParts(e.fullUrl || (e.request && e.request.url) || '');
+  const vid = r && r.meta ? r.meta.versionId : '';
+  const label = type + '/' + id;
+  const verb = {POST: 'created', PUT: 'updated', DELETE: 'deleted', PATCH: 'patched'}[method] || method.toLowerCase();
+  return h('tr', null,
+    h('td', null, fmtDate((r && r.meta && r.meta.lastUpdated) || (e.response && e.response.lastModified))),
+    h('td', null, type && id ? h('a', {href: '#/r/' + enc(type) + '/' + enc(id)}, label) : label),
+    h('td', null, verb + (vid ? ' (v' + vid + ')' : '')));
+}
+
+function urlParts(u) {
+  const m = /([A-Z][A-Za-z]+)\/([^/]+)(\/_history\/[^/]+)?$/.exec(u);
+  return m ? [m[1], m[2]] : ['', ''];
+}
+
+function facts(ov) {
+  const s = ov.server;
+  const row = (k, v, id) => h('tr', null, h('th', null, k), h('td', {id}, v));
+  return h('table', {class: 'facts', id: 'facts'}, h('tbody', null,
+    row('Version', s.version, 'fact-version'),
+    row('Database engine', s.engine, 'fact-engine'),
+    row('FHIR version', s.fhirVersion),
+    row('Up since', fmtDate(s.started)),
+    row('Uptime', uptime(s.uptimeSeconds), 'fact-uptime'),
+    row('Signed in as', ov.subject || ov.clientId || '(unnamed)'),
+    row('Scopes', ov.scopes.join(' '))));
+}
+
+function uptime(sec) {
+  const d = Math.floor(sec / 86400), hr = Math.floor(sec % 86400 / 3600), m = Math.floor(sec % 3600 / 60);
+  return (d ? d + ' d ' : '') + (d || hr ? hr + ' h ' : '') + m + ' min';
+}
+

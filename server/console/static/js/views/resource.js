@@ -1,0 +1,124 @@
+// A resource: formatted JSON with links, XML, the sanitised narrative, the
+// history with a side-by-side diff, and the resources pointing at it.
+import {h, enc, fmtDate, confirmDialog} from '../dom.js';
+import * as api from '../api.js';
+import {can, session, go, errorBox} from '../app.js';
+import * as json from '../json.js';
+import {narrative} from '../narrative.js';
+import {sideBySide} from '../diff.js';
+
+const TABS = [['json', 'JSON'], ['xml', 'XML'], ['narrative', 'Narrative'], ['history', 'History'], ['refs', 'Referenced by']];
+
+export async function resourceView(ctx) {
+  const [type, id, hist, vid] = ctx.parts;
+  const versioned = hist === '_history' && vid;
+  const path = '/' + enc(type) + '/' + enc(id) + (versioned ? '/_history/' + enc(vid) : '');
+  const r = await api.get(path);
+  const tab = ctx.params.get('tab') || 'json';
+  const base = '#/r/' + enc(type) + '/' + enc(id) + (versioned ? '/_history/' + enc(vid) : '');
+  const panel = h('div', {class: 'panel', id: 'panel-' + tab});
+  const section = h('section', {class: 'resource', dataset: {title: type + '/' + id}},
+    h('h1', null, h('a', {href: '#/search/' + enc(type)}, type), ' / ', h('span', {id: 'resource-id'}, id),
+      ' ', h('span', {class: 'badge', id: 'resource-version'}, 'v' + ((r.meta && r.meta.versionId) || '?'))),
+    h('p', {class: 'muted'}, 'Last updated ', fmtDate(r.meta && r.meta.lastUpdated), versioned ? ' · an old version; ' : '',
+      versioned ? h('a', {href: '#/r/' + enc(type) + '/' + enc(id)}, 'see the current one') : null),
+    actions(type, id, versioned),
+    h('nav', {class: 'tabs', role: 'tablist'}, TABS.map(([k, label]) =>
+      h('a', {href: base + '?tab=' + k, id: 'tab-' + k, role: 'tab', class: k === tab ? 'active' : '', 'aria-selected': String(k === tab)}, label))),
+    panel);
+  await fillTab(tab, panel, r, type, id, path);
+  return section;
+}
+
+function actions(type, id, versioned) {
+  if (versioned) return null;
+  const box = h('div', {class: 'actions', id: 'resource-actions'});
+  if (can(type, 'u')) box.append(h('a', {class: 'button', id: 'edit', href: '#/edit/' + enc(type) + '/' + enc(id)}, 'Edit'));
+  if (can(type, 'd')) {
+    box.append(h('button', {type: 'button', class: 'danger', id: 'delete', onclick: async () => {
+      if (!(await confirmDialog('Delete ' + type + '/' + id + '? Its history is kept.', 'Delete'))) return;
+      try {
+        await api.fhir('DELETE', '/' + enc(type) + '/' + enc(id));
+        go('#/search/' + enc(type) + '?deleted=' + enc(id));
+      } catch (e) {
+        box.after(errorBox(e));
+      }
+    }}, 'Delete'));
+  }
+  return box;
+}
+
+async function fillTab(tab, panel, r, type, id, path) {
+  switch (tab) {
+    case 'xml': {
+      const res = await api.fhir('GET', path, {headers: {Accept: 'application/fhir+xml'}});
+      panel.append(h('pre', {class: 'xml', id: 'xml'}, res.text));
+      return;
+    }
+    case 'narrative':
+      panel.append(narrative(r));
+      return;
+    case 'history':
+      panel.append(await history(type, id));
+      return;
+    case 'refs':
+      panel.append(await referencedBy(type, id));
+      return;
+    default:
+      panel.append(json.render(r, type));
+  }
+}
+
+// history lists the versions; two can be compared side by side.
+async function history(type, id) {
+  const b = await api.get('/' + enc(type) + '/' + enc(id) + '/_history?_count=100');
+  const versions = (b.entry || []).map((e) => ({
+    vid: e.resource ? e.resource.meta.versionId : ((e.response && e.response.etag) || '').replace(/\D/g, ''),
+    resource: e.resource, method: e.request ? e.request.method : '',
+    when: (e.resource && e.resource.meta.lastUpdated) || (e.response && e.response.lastModified),
+  }));
+  const diffBox = h('div', {id: 'diff'});
+  const radio = (name, v, checked) => h('input', {type: 'radio', name, value: v.vid, checked, 'aria-label': name + ' v' + v.vid});
+  const table = h('table', {class: 'history', id: 'history'},
+    h('thead', null, h('tr', null, h('th', null, 'A'), h('th', null, 'B'), h('th', null, 'Version'), h('th', null, 'When'), h('th', null, 'Change'))),
+    h('tbody', null, versions.map((v, i) => h('tr', null,
+      h('td', null, radio('a', v, i === 1 || versions.length === 1)), h('td', null, radio('b', v, i === 0)),
+      h('td', null, v.resource ? h('a', {href: '#/r/' + enc(type) + '/' + enc(id) + '/_history/' + enc(v.vid)}, 'v' + v.vid) : 'v' + v.vid),
+      h('td', null, fmtDate(v.when)), h('td', null, v.method === 'DELETE' || !v.resource ? 'deleted' : v.method)))));
+  const compare = () => {
+    const pick = (n) => versions.find((v) => v.vid === table.querySelector('input[name=' + n + ']:checked').value);
+    const a = pick('a'), bb = pick('b');
+    const text = (v) => v.resource ? json.pretty(v.resource) : '(deleted)';
+    diffBox.replaceChildren(sideBySide(text(a), text(bb), 'v' + a.vid, 'v' + bb.vid));
+  };
+  table.addEventListener('change', compare);
+  if (versions.length) compare();
+  return h('div', null, table, h('h3', null, 'Differences between A and B'), diffBox);
+}
+
+// referencedBy lists the resources whose references point at this one,
+// asking only for the source types the tenant holds.
+async function referencedBy(type, id) {
+  const all = (await api.consoleApi('references/' + enc(type))).revinclude;
+  const counts = new Map(session.overview.types.map((t) => [t.type, t.count]));
+  const specs = all.filter((s) => { const c = counts.get(s.split(':')[0]); return c === undefined || c > 0; })
+    .filter((s) => can(s.split(':')[0], 's') || can(s.split(':')[0], 'r'));
+  const found = new Map();
+  for (let i = 0; i < specs.length; i += 20) {
+    const q = new URLSearchParams({_id: id});
+    for (const s of specs.slice(i, i + 20)) q.append('_revinclude', s);
+    let b;
+    try {
+      b = await api.get('/' + enc(type) + '?' + q.toString());
+    } catch (e) {
+      return errorBox(e);
+    }
+    for (const e of b.entry || []) {
+      if (e.search && e.search.mode === 'include') found.set(e.resource.resourceType + '/' + e.resource.id, e.resource);
+    }
+  }
+  if (found.size === 0) return h('p', {class: 'muted', id: 'refs-none'}, 'Nothing on this server refers to ' + type + '/' + id + '.');
+  return h('ul', {class: 'refs', id: 'refs'}, [...found.values()].map((r) =>
+    h('li', null, h('a', {href: '#/r/' + enc(r.resourceType) + '/' + enc(r.id)}, r.resourceType + '/' + r.id))));
+}
+
