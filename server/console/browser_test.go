@@ -114,7 +114,9 @@ func (tb *tab) listen(ev any) {
 		}
 	case *page.EventJavascriptDialogOpening:
 		msg = "a JavaScript dialog opened: " + ev.Message
-		go func() { _, _ = chromedp.Call(tb.ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: false}) }()
+		go func() {
+			_, _ = chromedp.Call(tb.ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: false})
+		}()
 	default:
 		return
 	}
