@@ -233,3 +233,8 @@ func closeBrowser() {
 		browserCancel()
 	}
 }
+
+// chromedpClick clicks the first element a CSS selector matches.
+func chromedpClick(sel string) chromedp.Action[chromedp.Void] {
+	return chromedp.Click(chromedp.CSS(sel))
+}

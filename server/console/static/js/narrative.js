@@ -11,7 +11,7 @@ const ELEMENTS = new Set(('a abbr acronym b big blockquote br caption cite code 
 // DROP are removed with their content.
 const DROP = new Set(['script', 'style', 'iframe', 'object', 'embed', 'template', 'noscript', 'svg', 'math', 'form', 'frame', 'frameset', 'head', 'title', 'meta', 'link', 'base']);
 // ATTRIBUTES are the harmless attributes kept, per element ('*' for all).
-const ATTRIBUTES = {'*': ['title', 'lang', 'dir'], a: ['href', 'name'], img: ['src', 'alt', 'width', 'height'],
+const ATTRIBUTES = {'*': ['title', 'lang', 'dir'], a: ['href'], img: ['src', 'alt', 'width', 'height'],
   td: ['colspan', 'rowspan'], th: ['colspan', 'rowspan', 'scope'], col: ['span'], colgroup: ['span'],
   ol: ['start', 'type'], q: ['cite'], blockquote: ['cite']};
 
