@@ -4,9 +4,26 @@
 const TOKEN_KEY = 'fhirstore.console.token';
 export const BASE = '/fhir/r4';
 
+const CACHE_PREFIX = 'fhirstore.console.cache.';
+
 export function token() { return sessionStorage.getItem(TOKEN_KEY) || ''; }
-export function setToken(t) { sessionStorage.setItem(TOKEN_KEY, t.trim()); }
-export function signOut() { sessionStorage.removeItem(TOKEN_KEY); }
+export function setToken(t) { forget(); sessionStorage.setItem(TOKEN_KEY, t.trim()); }
+export function signOut() { forget(); sessionStorage.removeItem(TOKEN_KEY); }
+
+// remember keeps a small JSON value for the rest of this tab's session, so
+// that a reload does not ask the server again.
+export function remember(key, value) {
+  try { sessionStorage.setItem(CACHE_PREFIX + key, JSON.stringify(value)); } catch (e) { /* full: skip */ }
+}
+
+// recall returns what remember kept, or null.
+export function recall(key) {
+  try { return JSON.parse(sessionStorage.getItem(CACHE_PREFIX + key) || 'null'); } catch (e) { return null; }
+}
+
+function forget() {
+  for (const k of Object.keys(sessionStorage)) if (k.startsWith(CACHE_PREFIX) && k !== CACHE_PREFIX + 'metadata') sessionStorage.removeItem(k);
+}
 
 // ApiError is a non-2xx answer: status, the parsed body (an
 // OperationOutcome for FHIR errors) and the response headers.
@@ -70,10 +87,36 @@ export async function follow(link) { return (await request('GET', samePath(link)
 export async function consoleApi(name) { return (await request('GET', '/console/api/' + name, {headers: {Accept: 'application/json'}})).body; }
 
 let capability = null;
-// metadata returns the CapabilityStatement, fetched once per page load.
+// metadata returns what the console uses of the CapabilityStatement (the
+// types with their interactions and search parameters, the operations),
+// fetched once per tab session: the whole statement is large.
 export async function metadata() {
-  if (!capability) capability = request('GET', BASE + '/metadata', {anonymous: true}).then((r) => r.body);
+  if (!capability) {
+    const kept = recall('metadata');
+    capability = kept ? Promise.resolve(kept) : request('GET', BASE + '/metadata', {anonymous: true}).then((r) => {
+      const c = compact(r.body);
+      remember('metadata', c);
+      return c;
+    });
+  }
   return capability;
+}
+
+// compact keeps the parts of a CapabilityStatement the console reads, in
+// the same shape.
+function compact(cs) {
+  const rest = (cs.rest && cs.rest[0]) || {};
+  return {
+    software: cs.software,
+    rest: [{
+      operation: rest.operation || [],
+      interaction: rest.interaction || [],
+      resource: (rest.resource || []).map((r) => ({
+        type: r.type, interaction: r.interaction || [], operation: r.operation || [],
+        searchParam: (r.searchParam || []).map((p) => ({name: p.name, type: p.type, documentation: (p.documentation || '').slice(0, 160)})),
+      })),
+    }],
+  };
 }
 
 // smartConfiguration returns the SMART discovery document or null.

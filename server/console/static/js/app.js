@@ -22,13 +22,26 @@ export function can(type, letter) {
   return (session.access.get(type) || '').includes(letter);
 }
 
-// loadSession asks the server who the token belongs to.
+// loadSession asks the server who the token belongs to (and what the
+// tenant holds), and keeps the answer for reloads of this tab.
 export async function loadSession() {
   const ov = await api.consoleApi('overview');
-  session.overview = ov;
+  useSession(ov);
   session.loadedAt = Date.now();
-  session.access = new Map(ov.types.map((t) => [t.type, t.access]));
+  api.remember('overview', ov);
   return ov;
+}
+
+function useSession(ov) {
+  session.overview = ov;
+  session.access = new Map(ov.types.map((t) => [t.type, t.access]));
+}
+
+// resumeSession takes the overview kept by an earlier page of this tab;
+// the server still checks the token on every request.
+function resumeSession() {
+  const ov = api.recall('overview');
+  if (ov && ov.types) useSession(ov);
 }
 
 const views = {
@@ -76,9 +89,10 @@ async function route_() {
   let name = parts[0] || '';
   if (!api.token() && name !== 'signin') { location.replace('#/signin'); return; }
   try {
+    if (api.token() && !session.overview) resumeSession();
     if (api.token() && !session.overview) await loadSession();
     renderWho();
-    if (session.overview) document.getElementById('nav-export').hidden = !(await exportAvailable());
+    if (session.overview) exportAvailable().then((ok) => { document.getElementById('nav-export').hidden = !ok; });
     const view = views[name] || notFound;
     const node = await view({parts: parts.slice(1), query, params, kind: name});
     if (my !== seq) return; // a newer navigation won

@@ -5,10 +5,10 @@ import * as api from '../api.js';
 import {session, loadSession, can} from '../app.js';
 
 export async function homeView() {
-  // The router has just loaded the session when the console opens here.
-  const ov = session.overview && Date.now() - session.loadedAt < 2000 ? session.overview : await loadSession();
   const changes = h('div', {id: 'changes'}, h('p', {class: 'muted'}, 'Loading…'));
-  latestChanges(changes);
+  latestChanges(changes); // in parallel with the counts
+  // Fresh counts, unless the router has just asked for them.
+  const ov = session.overview && Date.now() - session.loadedAt < 2000 ? session.overview : await loadSession();
   return h('section', {class: 'home', dataset: {title: 'Home'}},
     h('h1', null, 'Tenant ', h('span', {class: 'tenant-name'}, ov.tenant)),
     h('div', {class: 'grid'},

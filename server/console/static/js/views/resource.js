@@ -103,16 +103,20 @@ async function referencedBy(type, id) {
   const counts = new Map(session.overview.types.map((t) => [t.type, t.count]));
   const specs = all.filter((s) => { const c = counts.get(s.split(':')[0]); return c === undefined || c > 0; })
     .filter((s) => can(s.split(':')[0], 's') || can(s.split(':')[0], 'r'));
+  const chunks = [];
+  for (let i = 0; i < specs.length; i += 20) chunks.push(specs.slice(i, i + 20));
+  let bundles;
+  try {
+    bundles = await Promise.all(chunks.map((chunk) => {
+      const q = new URLSearchParams({_id: id});
+      for (const s of chunk) q.append('_revinclude', s);
+      return api.get('/' + enc(type) + '?' + q.toString());
+    }));
+  } catch (e) {
+    return errorBox(e);
+  }
   const found = new Map();
-  for (let i = 0; i < specs.length; i += 20) {
-    const q = new URLSearchParams({_id: id});
-    for (const s of specs.slice(i, i + 20)) q.append('_revinclude', s);
-    let b;
-    try {
-      b = await api.get('/' + enc(type) + '?' + q.toString());
-    } catch (e) {
-      return errorBox(e);
-    }
+  for (const b of bundles) {
     for (const e of b.entry || []) {
       if (e.search && e.search.mode === 'include') found.set(e.resource.resourceType + '/' + e.resource.id, e.resource);
     }
