@@ -189,21 +189,24 @@ func printBanner(w io.Writer, addr net.Addr, cfg server.Config, dev *auth.HS256)
 
   FHIR base URL:   %s/fhir/r4
   Token endpoint:  %s/oauth2/token
+  Web console:     %s/console/
 
   Get a token (create a client first with: fhirstore client create --tenant %s --scope 'system/*.read'):
   curl -u CLIENT_ID:CLIENT_SECRET -d grant_type=client_credentials %s/oauth2/token
 
-`, origin, origin, cfg.DefaultTenant, origin)
+`, origin, origin, origin, cfg.DefaultTenant, origin)
 		return err
 	}
 	tok, err := auth.SignHS256(dev.Key, auth.TokenRequest{Tenant: cfg.DefaultTenant, Scope: "system/*.*", TTL: 24 * time.Hour})
 	if err != nil {
 		return err
 	}
-	base := fmt.Sprintf("http://%s.%s:%s/fhir/r4", cfg.DefaultTenant, cfg.BaseDomain, port)
+	origin := fmt.Sprintf("http://%s.%s:%s", cfg.DefaultTenant, cfg.BaseDomain, port)
+	base := origin + "/fhir/r4"
 	_, err = fmt.Fprintf(w, `fhirstore is running.
 
   FHIR base URL:  %s
+  Web console:    %s/console/ (sign in with the token below)
   Bearer token (tenant %s, valid 24h; more with: fhirstore token --tenant %s):
 
 %s
@@ -211,7 +214,7 @@ func printBanner(w io.Writer, addr net.Addr, cfg server.Config, dev *auth.HS256)
   Try it:
   curl -H "Authorization: Bearer %s" -H "Content-Type: application/fhir+json" -d '{"resourceType":"Patient","name":[{"family":"Demo"}]}' %s/Patient
 
-`, base, cfg.DefaultTenant, cfg.DefaultTenant, tok, tok, base)
+`, base, origin, cfg.DefaultTenant, cfg.DefaultTenant, tok, tok, base)
 	return err
 }
 

@@ -177,6 +177,9 @@ func TestBrowserEditShowsEachIssueAtItsElement(t *testing.T) {
 			t.Errorf("the issue of %s sits under row %q", want, row)
 		}
 	}
+	if !eval[bool](tb, `[...document.querySelector('#feedback').childNodes].every(n => n.nodeType === Node.ELEMENT_NODE)`) {
+		t.Errorf("stray text in the feedback: %q", tb.text("#feedback"))
+	}
 	tb.screenshot("edit-error")
 	// Nothing was stored.
 	if got := e.fhir(http.MethodGet, "/Patient/"+pid, "", http.StatusOK)["meta"].(map[string]any)["versionId"]; got != "1" {

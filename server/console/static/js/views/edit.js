@@ -86,11 +86,11 @@ function showIssues(box, doc, type, e) {
   const view = json.render(doc, type, {links: false});
   view.id = 'annotated';
   const loose = json.annotate(view, e.body.issue);
-  box.replaceChildren(
+  box.replaceChildren(...[
     message('error', h('strong', null, 'The server refused the resource (' + e.status + ').'),
       ' Each problem is shown under the element it names; fix them in the editor above and save again.'),
     loose.length ? h('ul', {class: 'issues'}, loose.map((i) => h('li', null, (i.severity || 'error') + ': ' + (i.diagnostics || i.code)))) : null,
-    view);
+    view].filter(Boolean));
 }
 
 // conflict shows the version saved meanwhile beside the user's edit.
