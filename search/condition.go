@@ -204,7 +204,7 @@ func uriCondition(field, name, modifier string, values []string) (bson.D, func(b
 	case "below":
 		conds := make([]bson.D, 0, len(values))
 		for _, v := range values {
-			conds = append(conds, bson.D{{Key: field, Value: prefix(v)}})
+			conds = append(conds, uriBelow(field, v))
 		}
 		return anyOf(conds), nil, nil
 	case "contains":
@@ -223,6 +223,15 @@ func uriCondition(field, name, modifier string, values []string) (bson.D, func(b
 		return eqAny(field, ups), nil, nil
 	}
 	return nil, nil, errorf(name, "the :%s modifier is not supported for uri parameters", modifier)
+}
+
+// uriBelow matches v and the URIs under it path-wise: http://a/b is below
+// http://a, http://ab is not.
+func uriBelow(field, v string) bson.D {
+	if strings.HasSuffix(v, "/") {
+		return bson.D{{Key: field, Value: prefix(v)}}
+	}
+	return bson.D{{Key: "$or", Value: bson.A{bson.D{{Key: field, Value: v}}, bson.D{{Key: field, Value: prefix(v + "/")}}}}}
 }
 
 // uriAncestors lists v and every path prefix of it: the stored URIs that

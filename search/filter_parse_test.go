@@ -1,6 +1,7 @@
 package search_test
 
 import (
+	"context"
 	"errors"
 	"net/url"
 	"strings"
@@ -66,5 +67,51 @@ func TestMalformedFiltersNameThePosition(t *testing.T) {
 		if !errors.As(err, &se) || se.Param != "_filter" || !strings.Contains(se.Msg, tt.want) {
 			t.Errorf("_filter=%s: %v, want a _filter error saying %q", tt.filter, err, tt.want)
 		}
+	}
+}
+
+// listResolver answers deferred parts with fixed lists, as the store
+// would from the database.
+type listResolver struct{}
+
+func (listResolver) Codes(context.Context, *search.CodeSet) ([]string, error) {
+	return []string{"http://s|a", "http://s|b"}, nil
+}
+func (listResolver) IDs(context.Context, *search.Query) ([]string, error) { return []string{"x"}, nil }
+func (listResolver) References(context.Context, *search.Chain) ([]string, error) {
+	return []string{"Patient/x"}, nil
+}
+
+// TestFiltersResolveToIndexFriendlyQueries: every operator of every
+// parameter type, and the terminology modifiers, become equality, $in,
+// $nin, ranges and prefixes on idx fields (co and ew: a literal infix)
+// once their value sets, chains and sub-searches are resolved.
+func TestFiltersResolveToIndexFriendlyQueries(t *testing.T) {
+	r := newRegistry(t)
+	tests := []struct{ typ, params string }{
+		{"Patient", `_filter=family eq "a" or family ne "b" or family sw "c" or family gt "d" or family le "e" or family pr false`},
+		{"Patient", `_filter=family co "a" and family ew "b"`},
+		{"Patient", `_filter=gender eq male and not (gender in http://vs) and gender ni ValueSet/x and gender ss http://s|a and gender sb http://s|b`},
+		{"Patient", `_filter=birthdate eq 2020 or birthdate ne 2020 or birthdate po 2020 or birthdate sa 2020 or birthdate eb 2020 or birthdate ap 2020`},
+		{"Patient", `_filter=not (birthdate gt 2020 and family ew "x")`},
+		{"Patient", `_filter=general-practitioner re Practitioner/1 or general-practitioner ne Practitioner/2 or organization.name sw "x"`},
+		{"Observation", `_filter=value-quantity gt 5|http://unitsofmeasure.org|mg or value-quantity le 1 or subject.birthdate lt 2000`},
+		{"ValueSet", `_filter=url eq http://a or url sw http://b or url ss http://c or url sb http://d/e or url ne http://f`},
+		{"Observation", `code:in=http://vs1,ValueSet/x&code:not-in=http://vs2&code:below=http://s|a&category:above=http://s|b`},
+	}
+	for _, tt := range tests {
+		params, err := url.ParseQuery(strings.NewReplacer("+", "%2B", " ", "+").Replace(tt.params))
+		if err != nil {
+			t.Fatal(err)
+		}
+		q, err := r.Parse(tt.typ, params, search.ParseOptions{Strict: true})
+		if err != nil {
+			t.Errorf("%s?%s: %v", tt.typ, tt.params, err)
+			continue
+		}
+		if err := q.Resolve(context.Background(), listResolver{}); err != nil || q.Deferred() {
+			t.Errorf("%s?%s: resolve: %v, still deferred: %v", tt.typ, tt.params, err, q.Deferred())
+		}
+		walkFilter(t, tt.typ+"?"+tt.params, q.Filter(), strings.Contains(tt.params, " co ") || strings.Contains(tt.params, " ew "))
 	}
 }

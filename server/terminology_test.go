@@ -87,6 +87,29 @@ func TestValueSetAndHierarchyModifiersMatchStoredTerminology(t *testing.T) {
 	}
 }
 
+func TestURIBelowAndAboveArePathWise(t *testing.T) {
+	e := terminologyEnv(t)
+	tests := []struct {
+		name, query string
+		want        []string
+	}{
+		{":below a path segment", "url:below=http://example.org/fhir/ValueSet", []string{"cardio", "cycle", "expanded", "nested", "not-cardio", "unstored-system"}},
+		{":below is not a text prefix", "url:below=http://example.org/fhir/ValueSet/c", []string{}},
+		{":below the uri itself", "url:below=http://example.org/fhir/ValueSet/cardio", []string{"cardio"}},
+		{":above a longer path", "url:above=http://example.org/fhir/ValueSet/cardio/v2", []string{"cardio"}},
+		{"_filter sw is a text prefix", "_filter=" + url.QueryEscape("url sw http://example.org/fhir/ValueSet/c"), []string{"cardio", "cycle"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := matchIDs(t, e.get("/ValueSet?_count=100&"+tt.query))
+			slices.Sort(got)
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("ValueSet?%s = %v, want %v", tt.query, got, tt.want)
+			}
+		})
+	}
+}
+
 func TestTerminologyModifiersSayWhyTheyCannotAnswer(t *testing.T) {
 	e := terminologyEnv(t)
 	tests := []struct{ name, query, param, says string }{
