@@ -294,3 +294,15 @@ func TestCapabilityStatementListsTerminologyOperations(t *testing.T) {
 		}
 	}
 }
+
+func TestConditionalCreateWithAValueSet(t *testing.T) {
+	e := terminologyEnv(t)
+	r := e.do(request{Method: http.MethodPost, Path: "/Condition", Body: condition("afib"),
+		Header: map[string]string{"If-None-Exist": "code:in=http://example.org/fhir/ValueSet/cardio&_id=c-afib"}})
+	if r.Status != http.StatusOK {
+		t.Errorf("If-None-Exist matching through a value set: %d %s, want 200 (the existing match)", r.Status, r.Body)
+	}
+	r = e.do(request{Method: http.MethodPost, Path: "/Condition", Body: condition("afib"),
+		Header: map[string]string{"If-None-Exist": "code:in=http://example.org/fhir/ValueSet/nowhere"}})
+	wantOutcome(t, r, http.StatusBadRequest, "")
+}

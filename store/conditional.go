@@ -45,7 +45,9 @@ func (s *Store) matchCondition(ctx context.Context, tenant, typ, condition strin
 		return nil, err
 	}
 	q.Count, q.Total = 2, "none"
-	cacheable := s.opts.Exclusive && len(q.Chains) == 0 && len(q.Has) == 0
+	// Chains, _has and deferred parts (value sets, _filter sub-searches)
+	// depend on other types' writes, which the cache does not follow.
+	cacheable := s.opts.Exclusive && len(q.Chains) == 0 && len(q.Has) == 0 && !q.Deferred()
 	key, gen := tenant+"/"+typ+"?"+condition, s.matches.generation(tenant, typ)
 	if cacheable {
 		if hit, ok := s.matches.get(key, gen); ok && s.stillCurrent(ctx, tenant, typ, hit) {
@@ -53,6 +55,10 @@ func (s *Store) matchCondition(ctx context.Context, tenant, typ, condition strin
 		}
 	}
 	page, err := s.Search(ctx, tenant, q)
+	var se *search.Error
+	if errors.As(err, &se) { // a value set or code system the criteria name is not usable
+		return nil, syntaxIssue("invalid", "search criteria: "+se.Error(), "")
+	}
 	if err != nil {
 		return nil, err
 	}
