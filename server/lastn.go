@@ -2,7 +2,9 @@ package server
 
 import (
 	"net/http"
+	"net/url"
 	"strconv"
+	"strings"
 
 	"github.com/gin-gonic/gin"
 
@@ -17,10 +19,23 @@ var lastnOperation = map[string]string{"name": "lastn", "definition": "http://hl
 // maxLastN bounds the max parameter of $lastn.
 const maxLastN = 1000
 
+// namesSubject tells whether params name a patient or subject, as $lastn
+// requires (it also bounds what the operation reads).
+func namesSubject(params url.Values) bool {
+	for k := range params {
+		code, _, _ := strings.Cut(k, ":")
+		code, _, _ = strings.Cut(code, ".")
+		if code == "patient" || code == "subject" {
+			return true
+		}
+	}
+	return false
+}
+
 // lastn serves Observation/$lastn (GET, or POST with a form body): the
 // max most recent Observations of each code for each patient among those
-// the other parameters (patient, subject, category, code, date, and any
-// Observation search parameter) match, as a searchset Bundle.
+// the other parameters (patient or subject, required; category, code,
+// date, and any Observation search parameter) match, as a searchset Bundle.
 func (s *Server) lastn(c *gin.Context, typ string) {
 	if typ != "Observation" {
 		s.abort(c, fail(http.StatusNotFound, "not-supported", "$lastn is an operation of Observation, not of "+typ, ""))
@@ -45,6 +60,10 @@ func (s *Server) lastn(c *gin.Context, typ string) {
 		max = n
 	}
 	params.Del("max")
+	if !namesSubject(params) {
+		s.abort(c, fail(http.StatusBadRequest, "required", "$lastn needs the patient or subject parameter", "patient"))
+		return
+	}
 	g, err := s.permit(c, typ, auth.Search)
 	if err != nil {
 		s.abort(c, err)

@@ -5,13 +5,15 @@ import (
 	"net/url"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 )
 
 // synLastN computes $lastn from the loaded data: the patient's
-// Observations that keep passes, grouped by their codings, newest
+// Observations that keep passes, grouped by their codings (Synthea's have
+// one each, so no translation joins groups), newest
 // effective[x] first (then the newest write, then the greatest id), the
 // first max of each group.
 func synLastN(t *testing.T, d *synData, max int, keep func(synRes) bool) []string {
@@ -115,4 +117,67 @@ func TestSyntheaLastN(t *testing.T) {
 	if r := d.e.get("/Patient/$lastn"); r.Status != http.StatusNotFound {
 		t.Errorf("Patient/$lastn: %d", r.Status)
 	}
+}
+
+func TestLastNGroupsCodesAsTheOperationDefines(t *testing.T) {
+	e := newEnv(t)
+	obs := func(id, patient, date, code string) {
+		var coding []string
+		for _, c := range strings.Split(code, "+") {
+			if strings.HasPrefix(c, "'") {
+				continue
+			}
+			coding = append(coding, `{"system":"http://example.org/codes","code":"`+c+`"}`)
+		}
+		codeJSON := `{"coding":[` + strings.Join(coding, ",") + `]}`
+		if strings.HasPrefix(code, "'") {
+			codeJSON = `{"text":` + strconv.Quote(strings.Trim(code, "'")) + `}`
+		}
+		body := `{"resourceType":"Observation","id":"` + id + `","status":"final","subject":{"reference":"Patient/` + patient +
+			`"},"effectiveDateTime":"` + date + `","code":` + codeJSON + `}`
+		if r := e.put("/Observation/"+id, body); r.Status != http.StatusCreated {
+			t.Fatalf("store %s: %d %s", id, r.Status, r.Body)
+		}
+	}
+	// the operation's examples: a, b, a+c are two groups; a, b, a+b one;
+	// texts group by the exact text
+	obs("p-a", "p", "2024-01-01", "a")
+	obs("p-b", "p", "2024-01-02", "b")
+	obs("p-ac", "p", "2024-01-03", "a+c")
+	obs("q-a", "q", "2024-01-01", "a")
+	obs("q-b", "q", "2024-01-03", "b")
+	obs("q-ab", "q", "2024-01-02", "a+b")
+	obs("r-1", "r", "2024-01-01", "'textM'")
+	obs("r-2", "r", "2024-01-02", "'Text'")
+	obs("r-3", "r", "2024-01-03", "'t e x t'")
+	obs("r-4", "r", "2024-01-04", "'Text'")
+	tests := []struct {
+		name, query string
+		want        []string
+	}{
+		{"a translation joins the groups of its codes", "patient=p", []string{"p-ac", "p-b"}},
+		{"max takes more of each group", "patient=p&max=2", []string{"p-ac", "p-a", "p-b"}},
+		{"equality is transitive", "patient=q", []string{"q-b"}},
+		{"the newest two of the one group", "patient=q&max=2", []string{"q-b", "q-ab"}},
+		{"text-only codes group by their exact text", "patient=r", []string{"r-1", "r-4", "r-3"}},
+		{"each patient has its own groups", "patient=p,q", []string{"p-ac", "p-b", "q-b"}},
+		{"subject works as patient", "subject=Patient/q&max=3", []string{"q-b", "q-ab", "q-a"}},
+		{"other parameters narrow first", "patient=p&date=lt2024-01-03", []string{"p-a", "p-b"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := matchIDs(t, e.get("/Observation/$lastn?"+tt.query))
+			want := slices.Clone(tt.want)
+			slices.Sort(got)
+			slices.Sort(want)
+			if !slices.Equal(got, want) {
+				t.Fatalf("$lastn?%s: got %v, want %v", tt.query, got, want)
+			}
+		})
+	}
+	got := matchIDs(t, e.get("/Observation/$lastn?patient=p&max=2"))
+	if want := []string{"p-ac", "p-a", "p-b"}; !slices.Equal(got, want) {
+		t.Errorf("order: %v, want each group newest first %v", got, want)
+	}
+	wantOutcome(t, e.get("/Observation/$lastn?code=a"), http.StatusBadRequest, "patient")
 }

@@ -12,12 +12,13 @@ import (
 )
 
 // LastN runs q (a search of Observations) and keeps the max most recent
-// matches of each code for each subject: the Observation $lastn operation.
-// Recency is the date parameter (effective[x]), newest first, then
-// lastUpdated. The matches of q are read in that order through the
-// database's sort and grouped as they come, so q should name a patient or
-// subject to bound what is read. The result is ordered by subject, then
-// code, then newest first.
+// matches of each code for each subject: the Observation $lastn
+// operation. Codes are equal when a system and code are; an Observation
+// with several codings joins their groups (translations are equal, and
+// equality is transitive); one without coding is grouped by its code's
+// text. Recency is the date parameter (effective[x]), newest first, then
+// lastUpdated. Every match of q is read, so q should name a patient or
+// subject. The result is ordered by subject and group, newest first.
 func (s *Store) LastN(ctx context.Context, tenant string, q *search.Query, max int) ([]*Resource, error) {
 	if err := s.checkType(q.Type); err != nil {
 		return nil, err
@@ -27,53 +28,77 @@ func (s *Store) LastN(ctx context.Context, tenant string, q *search.Query, max i
 		return nil, err
 	}
 	order := bson.D{{Key: "sort.date.d", Value: -1}, {Key: "lastUpdated", Value: -1}, {Key: "_id", Value: -1}}
-	cur, err := s.tenantDB(tenant).Collection(q.Type).Find(ctx, filter, &engine.FindOptions{Sort: order})
+	cur, err := s.tenantDB(tenant).Collection(q.Type).Find(ctx, filter, &engine.FindOptions{Sort: order, Projection: bson.D{{Key: "sort", Value: 0}}})
 	if err != nil {
 		return nil, dbError("$lastn "+q.Type, err)
 	}
-	defer cur.Close(ctx)
-	type kept struct {
-		group string
-		res   *Resource
-	}
-	var out []kept
-	counts := map[string]int{}
-	for cur.Next(ctx) {
-		var d storedDoc
-		if err := bson.Unmarshal(cur.Current(), &d); err != nil {
-			return nil, dbError("$lastn "+q.Type, err)
-		}
-		if q.PostFilter != nil && !q.PostFilter(d.Idx) {
-			continue
-		}
-		group := lastnGroup(d.Resource)
-		if counts[group] >= max {
-			continue
-		}
-		counts[group]++
-		res, err := d.toResource(q.Type)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, kept{group: group, res: res})
-	}
-	if err := cur.Err(); err != nil {
+	var matches []*storedDoc
+	if err := engine.All(ctx, cur, &matches); err != nil {
 		return nil, dbError("$lastn "+q.Type, err)
 	}
-	slices.SortStableFunc(out, func(a, b kept) int { return strings.Compare(a.group, b.group) })
-	resources := make([]*Resource, len(out))
-	for i, k := range out {
-		resources[i] = k.res
+	if q.PostFilter != nil {
+		matches = slices.DeleteFunc(matches, func(d *storedDoc) bool { return !q.PostFilter(d.Idx) })
 	}
-	return resources, nil
+	groups := codeGroups(matches)
+	counts := map[string]int{}
+	type member struct {
+		group string
+		doc   *storedDoc
+	}
+	var kept []member
+	for i, d := range matches { // newest first
+		if counts[groups[i]] < max {
+			counts[groups[i]]++
+			kept = append(kept, member{groups[i], d})
+		}
+	}
+	slices.SortStableFunc(kept, func(a, b member) int { return strings.Compare(a.group, b.group) })
+	out := make([]*Resource, len(kept))
+	for i, m := range kept {
+		if out[i], err = m.doc.toResource(q.Type); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
-// lastnGroup is the subject and code of an Observation: its subject
-// reference, then the system|code of each coding of its code, sorted (or
-// the code's text when it has no coding).
-func lastnGroup(resource bson.Raw) string {
+// codeGroups names the $lastn group of each Observation: its subject and
+// the least code key of the codes it is transitively equal to.
+func codeGroups(docs []*storedDoc) []string {
+	parent := map[string]string{}
+	var find func(k string) string
+	find = func(k string) string {
+		p, ok := parent[k]
+		if !ok || p == k {
+			parent[k] = k
+			return k
+		}
+		root := find(p)
+		parent[k] = root
+		return root
+	}
+	keys := make([][]string, len(docs))
+	for i, d := range docs {
+		keys[i] = codeKeys(d.Resource)
+		for _, k := range keys[i][1:] {
+			a, b := find(keys[i][0]), find(k)
+			if a != b {
+				parent[max(a, b)] = min(a, b) // the least key names the group
+			}
+		}
+	}
+	out := make([]string, len(docs))
+	for i, k := range keys {
+		out[i] = find(k[0])
+	}
+	return out
+}
+
+// codeKeys are an Observation's subject with each system|code of its code
+// (or its text when it has no coding): at least one key.
+func codeKeys(resource bson.Raw) []string {
 	subject, _ := resource.Lookup("subject", "reference").StringValueOK()
-	var codes []string
+	var keys []string
 	if arr, ok := resource.Lookup("code", "coding").ArrayOK(); ok {
 		vals, _ := arr.Values()
 		for _, v := range vals {
@@ -84,14 +109,13 @@ func lastnGroup(resource bson.Raw) string {
 			system, _ := c.Lookup("system").StringValueOK()
 			code, _ := c.Lookup("code").StringValueOK()
 			if code != "" {
-				codes = append(codes, system+"|"+code)
+				keys = append(keys, subject+"\x00"+system+"|"+code)
 			}
 		}
 	}
-	if len(codes) == 0 {
+	if len(keys) == 0 {
 		text, _ := resource.Lookup("code", "text").StringValueOK()
-		codes = append(codes, "text:"+text)
+		keys = append(keys, subject+"\x00text\x00"+text)
 	}
-	slices.Sort(codes)
-	return subject + "\x00" + strings.Join(codes, "\x00")
+	return keys
 }
