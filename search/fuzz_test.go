@@ -85,6 +85,12 @@ func FuzzParse(f *testing.F) {
 		{"Observation", "subject=http://x/fhir/Patient/1/&subject:identifier=s|v&subject:Patient=a/b/c"},
 		{"Observation", "date=le2020-02-30T25:00:00Z&date=2020-01-01T00:00:00%2B14:00"},
 		{"ValueSet", "url:above=http://a/b/c/&url:below=http://a&url=x"},
+		{"Observation", "component-code-value-quantity=http://loinc.org|8480-6$gt140,8462-4$le90||mm[Hg]&code-value-date=x$ge2020"},
+		{"Observation", "code-value-string=a\\$b$c%00*&combo-code-value-concept=$&code-value-concept=a$b$c"},
+		{"MolecularSequence", "referenceseqid-variant-coordinate=NC_1$gt1$lt2&chromosome-window-coordinate=1$$"},
+		{"DocumentReference", "relationship=DocumentReference/1$replaces&relationship:missing=true"},
+		{"Patient", "_content=%22zebra%20finch%22%20OR%20(parr*%20AND%20x)&_text=((a)&_text=%22"},
+		{"Patient", "_content=.*%20(a|b)%20^x$&_text:exact=x"},
 		{"Unknown", "name=x"},
 	} {
 		f.Add(typeIndex(s.typ), s.query)
@@ -168,7 +174,13 @@ func parameterSeeds(tb testing.TB) []struct{ typ, query string } {
 }
 
 // fieldSuffixes are what condition.go appends to idx.<code>.
-var fieldSuffixes = []string{"", ":exact", ":text", ":of-type", ":identifier", ".lo", ".hi", ".s", ".u"}
+var fieldSuffixes = func() []string {
+	out := []string{"", ":exact", ":text", ":of-type", ":identifier", ".lo", ".hi", ".s", ".u"}
+	for _, key := range []string{".a", ".b", ".c"} { // composite components
+		out = append(out, key, key+".lo", key+".hi", key+".s", key+".u")
+	}
+	return out
+}()
 
 // queryShape summarizes what a parse produced.
 func queryShape(q *search.Query) string {

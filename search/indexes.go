@@ -5,7 +5,7 @@ import "sort"
 // IndexFields lists the stored fields the searches of a type filter on, one
 // database index each: idx.<code> for equality, $in and prefix matches, and
 // idx.<code>.lo / .hi for the range conditions of dates and quantities,
-// and the same per component of a composite (idx.<code>.<key>).
+// and the first component of a composite (idx.<code>.a).
 func (r *Registry) IndexFields(resourceType string) []string {
 	var out []string
 	for _, p := range r.Params(resourceType) {
@@ -22,14 +22,10 @@ func (r *Registry) IndexFields(resourceType string) []string {
 		case "uri", "special":
 			out = append(out, field)
 		case "composite":
-			for i, c := range p.Components {
-				sub := field + "." + string(componentKeys[i])
-				if c.Type == "date" || c.Type == "number" || c.Type == "quantity" {
-					out = append(out, sub+".lo", sub+".hi")
-				} else {
-					out = append(out, sub)
-				}
-			}
+			// Every R4 composite starts with a token or reference: its
+			// equality drives the search, the other components narrow the
+			// index's matches (MongoDB allows 64 indexes a collection).
+			out = append(out, field+"."+string(componentKeys[0]))
 		}
 	}
 	return out
