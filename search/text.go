@@ -39,8 +39,10 @@ var skippedTextKeys = map[string]bool{
 var datePattern = regexp.MustCompile(`^\d{4}(-\d\d(-\d\d)?)?(T[0-9:.]+(Z|[+-]\d\d:\d\d)?)?$`)
 
 // textWords are the index values of _text (the narrative) or _content
-// (every string of the resource): its folded words, and each pair of
-// adjacent words ("heart attack") for phrase searches.
+// (every string of the resource): each pair of adjacent folded words of a
+// text ("heart attack"), and its last word alone. So a word is stored as
+// the start of a pair or alone, and a phrase as its pairs, in about one
+// entry per word.
 func textWords(code string, resource map[string]any) []string {
 	w := wordSet{}
 	if code == "_text" {
@@ -86,17 +88,14 @@ func (w *wordSet) walk(key string, v any) {
 	}
 }
 
-// addText adds the words of s and its adjacent pairs.
+// addText adds the adjacent pairs of the words of s, and its last word.
 func (w *wordSet) addText(s string) {
 	words := Words(s)
-	for i, word := range words {
-		if len(w.list) >= maxWords {
-			return
-		}
-		w.add(word)
-		if i > 0 {
-			w.add(words[i-1] + " " + word)
-		}
+	for i := 1; i < len(words) && len(w.list) < maxWords; i++ {
+		w.add(words[i-1] + " " + words[i])
+	}
+	if n := len(words); n > 0 {
+		w.add(words[n-1])
 	}
 }
 
@@ -266,8 +265,9 @@ func (p *textParser) term() (bson.D, error) {
 	return p.phrase(strings.TrimSuffix(t, "*"), wildcard)
 }
 
-// phrase requires the words of s in order: one word by equality (or as a
-// prefix), several by each pair of adjacent words.
+// phrase requires the words of s in order: one word alone or at the
+// start of a pair (or, with *, any entry starting with it), several by
+// each pair of adjacent words (see textWords).
 func (p *textParser) phrase(s string, wildcard bool) (bson.D, error) {
 	words := Words(s)
 	switch {
@@ -276,7 +276,7 @@ func (p *textParser) phrase(s string, wildcard bool) (bson.D, error) {
 	case len(words) == 1 && wildcard:
 		return bson.D{{Key: p.field, Value: prefix(words[0])}}, nil
 	case len(words) == 1:
-		return bson.D{{Key: p.field, Value: words[0]}}, nil
+		return anyOf([]bson.D{{{Key: p.field, Value: words[0]}}, {{Key: p.field, Value: prefix(words[0] + " ")}}}), nil
 	}
 	all := bson.A{}
 	for i := 1; i < len(words); i++ {
