@@ -10,7 +10,6 @@ import (
 
 	"fhirstore/search"
 	"fhirstore/server/auth"
-	"fhirstore/store"
 )
 
 // lastnOperation advertises Observation/$lastn.
@@ -78,13 +77,12 @@ func (s *Server) lastn(c *gin.Context, typ string) {
 		s.abort(c, searchError(err))
 		return
 	}
-	matches, err := s.store.LastN(c.Request.Context(), c.GetString(tenantKey), q, max)
+	page, err := s.store.LastN(c.Request.Context(), c.GetString(tenantKey), q, max)
 	if err != nil {
 		s.abort(c, searchError(err))
 		return
 	}
-	total := int64(len(matches))
-	page := &store.SearchPage{Entries: matches, Total: total}
+	page.Included = s.visibleOnly(c, page.Included)
 	b, err := searchBundle(c, typ+"/$lastn", c.Request.URL.Query(), q, page)
 	if err != nil {
 		s.abort(c, err)

@@ -180,4 +180,14 @@ func TestLastNGroupsCodesAsTheOperationDefines(t *testing.T) {
 		t.Errorf("order: %v, want each group newest first %v", got, want)
 	}
 	wantOutcome(t, e.get("/Observation/$lastn?code=a"), http.StatusBadRequest, "patient")
+	e.put("/Patient/p", `{"resourceType":"Patient","id":"p"}`)
+	b := e.get("/Observation/$lastn?patient=p&_include=Observation:subject").JSON(t)
+	var modes []string
+	for _, en := range b["entry"].([]any) {
+		m := en.(map[string]any)
+		modes = append(modes, m["search"].(map[string]any)["mode"].(string)+":"+m["resource"].(map[string]any)["id"].(string))
+	}
+	if want := []string{"match:p-ac", "match:p-b", "include:p"}; !slices.Equal(modes, want) {
+		t.Errorf("$lastn with _include: %v, want %v", modes, want)
+	}
 }

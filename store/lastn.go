@@ -18,8 +18,10 @@ import (
 // equality is transitive); one without coding is grouped by its code's
 // text. Recency is the date parameter (effective[x]), newest first, then
 // lastUpdated. Every match of q is read, so q should name a patient or
-// subject. The result is ordered by subject and group, newest first.
-func (s *Store) LastN(ctx context.Context, tenant string, q *search.Query, max int) ([]*Resource, error) {
+// subject. The matches are ordered by subject and group, newest first;
+// q's _include and _revinclude add their resources, and Total counts the
+// matches.
+func (s *Store) LastN(ctx context.Context, tenant string, q *search.Query, max int) (*SearchPage, error) {
 	if err := s.checkType(q.Type); err != nil {
 		return nil, err
 	}
@@ -53,13 +55,14 @@ func (s *Store) LastN(ctx context.Context, tenant string, q *search.Query, max i
 		}
 	}
 	slices.SortStableFunc(kept, func(a, b member) int { return strings.Compare(a.group, b.group) })
-	out := make([]*Resource, len(kept))
+	page := &SearchPage{Entries: make([]*Resource, len(kept)), Total: int64(len(kept))}
 	for i, m := range kept {
-		if out[i], err = m.doc.toResource(q.Type); err != nil {
+		if page.Entries[i], err = m.doc.toResource(q.Type); err != nil {
 			return nil, err
 		}
 	}
-	return out, nil
+	page.Included, err = s.includes(ctx, tenant, q, page.Entries)
+	return page, err
 }
 
 // codeGroups names the $lastn group of each Observation: its subject and
