@@ -70,6 +70,30 @@ func BenchmarkCreate(b *testing.B) {
 	}
 }
 
+// benchPatientWithExtensions is benchPatient with the extensions a Synthea
+// Patient carries: two whose definitions the server looks up in the tenant
+// (US Core race, of nested extensions, and birth sex) and a core one.
+var benchPatientWithExtensions = `{"resourceType":"Patient","extension":[` +
+	`{"url":"http://hl7.org/fhir/us/core/StructureDefinition/us-core-race","extension":[` +
+	`{"url":"ombCategory","valueCoding":{"system":"urn:oid:2.16.840.1.113883.6.238","code":"2106-3","display":"White"}},` +
+	`{"url":"text","valueString":"White"}]},` +
+	`{"url":"http://hl7.org/fhir/us/core/StructureDefinition/us-core-birthsex","valueCode":"M"},` +
+	`{"url":"http://hl7.org/fhir/StructureDefinition/patient-mothersMaidenName","valueString":"Smith"}],` +
+	benchPatient[len(`{"resourceType":"Patient",`):]
+
+// BenchmarkCreateWithExtensions posts Patients with extensions: the cost of
+// finding their definitions among the tenant's StructureDefinitions.
+func BenchmarkCreateWithExtensions(b *testing.B) {
+	e := newEnv(b)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if r := e.post("/Patient", benchPatientWithExtensions); r.Status != http.StatusCreated {
+			b.Fatalf("create: %d %s", r.Status, r.Body)
+		}
+	}
+}
+
 // BenchmarkRead reads the only Patient of the tenant.
 func BenchmarkRead(b *testing.B) {
 	e := newEnv(b)
