@@ -337,6 +337,11 @@ func (s *Store) write(ctx context.Context, tenant string, in *prepared, id strin
 	if err := s.ensureSearchIndexes(ctx, tenant, in.typ); err != nil {
 		return nil, err
 	}
+	recorded, err := s.recordChanges(ctx, tenant, []*version{v})
+	if err != nil {
+		return nil, err
+	}
+	defer recorded()
 	if err := s.writeOne(ctx, tenant, v, cur != nil); err != nil {
 		return nil, err
 	}

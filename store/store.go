@@ -140,6 +140,10 @@ type Store struct {
 	// rolledForward and rolledBack count what recovery has done since
 	// Open (metrics).
 	rolledForward, rolledBack atomic.Int64
+	// outbox, when set, decides which writes announce their changes
+	// (outbox.go); probeMu serializes subscription matching.
+	outbox  atomic.Pointer[Outbox]
+	probeMu sync.Mutex
 }
 
 // Open returns a store on eng, which it owns from then on (Close closes

@@ -395,9 +395,15 @@ func (t *txn) commit(ctx context.Context) error {
 		exists = append(exists, o.cur != nil)
 		owner = append(owner, o.index)
 	}
-	switch len(versions) {
-	case 0:
+	if len(versions) == 0 {
 		return nil
+	}
+	recorded, err := t.s.recordChanges(ctx, t.tenant, versions)
+	if err != nil {
+		return err
+	}
+	defer recorded()
+	switch len(versions) {
 	case 1:
 		if err := t.s.writeOne(ctx, t.tenant, versions[0], exists[0]); err != nil {
 			return &OpError{Index: owner[0], Err: err}

@@ -20,6 +20,7 @@ import (
 	"fhirstore/search"
 	"fhirstore/server"
 	"fhirstore/server/auth"
+	"fhirstore/server/subscription"
 	"fhirstore/store"
 	"fhirstore/store/schemacheck"
 )
@@ -28,7 +29,7 @@ import (
 // indexes exist from the moment a tenant is created.
 var specTypes = []string{"Patient", "QuestionnaireResponse", "Practitioner", "EpisodeOfCare", "DiagnosticReport", "CarePlan", "List", "Questionnaire"}
 
-var serveFlags = []string{"addr", "data-dir", "base-domain", "default-tenant", "mongodb-uri", "max-body-bytes", "max-bundle-entries", "txn-recovery-age", "log-level", "shutdown-timeout", "read-header-timeout", "read-timeout", "metrics", "audit", "dev", "issuer", "issuer-jwks-url", "issuer-jwks-file", "issuer-tenants", "audience", "issuer-config", "token-issuer", "token-ttl", "clock-skew"}
+var serveFlags = []string{"addr", "data-dir", "base-domain", "default-tenant", "mongodb-uri", "max-body-bytes", "max-bundle-entries", "txn-recovery-age", "subscription-endpoints", "subscription-attempts", "subscription-timeout", "subscription-backoff", "log-level", "shutdown-timeout", "read-header-timeout", "read-timeout", "metrics", "audit", "dev", "issuer", "issuer-jwks-url", "issuer-jwks-file", "issuer-tenants", "audience", "issuer-config", "token-issuer", "token-ttl", "clock-skew"}
 
 // serve runs the server until ctx is cancelled (SIGINT or SIGTERM).
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -105,7 +106,12 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	db, err := openDatabase(ctx, cfg.str("mongodb-uri"), dataDir, false, storeOptions{validate: schemacheck.Validator(validator), registry: registry, eagerIndexTypes: specTypes, monitor: metrics.CommandMonitor()}, logger)
+	subCfg, err := subscriptionConfig(cfg, registry, logger)
+	if err != nil {
+		return err
+	}
+	validate := subscription.Validator(registry, subCfg.Endpoints, schemacheck.Validator(validator))
+	db, err := openDatabase(ctx, cfg.str("mongodb-uri"), dataDir, false, storeOptions{validate: validate, registry: registry, eagerIndexTypes: specTypes, monitor: metrics.CommandMonitor()}, logger)
 	if err != nil {
 		return err
 	}
@@ -117,6 +123,15 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("update the search index: %w", err)
 	} else if n > 0 {
 		logger.Info("search index updated to the current format", zap.Int("resources", n), zap.Int("version", store.IndexVersion))
+	}
+	subCfg.Store = db.store
+	subs, err := subscription.Start(ctx, subCfg)
+	if err != nil {
+		return err
+	}
+	defer subs.Close()
+	if metrics != nil {
+		metrics.Registry().MustRegister(subs.Collector())
 	}
 	if t := cfg.str("default-tenant"); t != "" {
 		if err := db.store.EnsureTenant(ctx, t); err != nil {
@@ -339,4 +354,29 @@ func localIssuer(ctx context.Context, cfg *config, st *store.Store) (*auth.Local
 // splitList splits a comma- or space-separated list.
 func splitList(s string) []string {
 	return strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' })
+}
+
+// subscriptionConfig reads the subscription settings.
+func subscriptionConfig(cfg *config, registry *search.Registry, logger *zap.Logger) (subscription.Config, error) {
+	allow, err := subscription.ParseAllowList(cfg.str("subscription-endpoints"))
+	if err != nil {
+		return subscription.Config{}, err
+	}
+	attempts, err := cfg.int64("subscription-attempts")
+	if err != nil {
+		return subscription.Config{}, err
+	}
+	if attempts < 1 {
+		return subscription.Config{}, fmt.Errorf("--subscription-attempts: %d is not a positive number", attempts)
+	}
+	timeout, err := cfg.duration("subscription-timeout")
+	if err != nil {
+		return subscription.Config{}, err
+	}
+	backoff, err := cfg.duration("subscription-backoff")
+	if err != nil {
+		return subscription.Config{}, err
+	}
+	return subscription.Config{Registry: registry, Endpoints: allow, Attempts: int(attempts), Timeout: timeout, Backoff: backoff,
+		Logger: logger.Named("subscription")}, nil
 }

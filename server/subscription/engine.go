@@ -1,0 +1,363 @@
+// Package subscription runs FHIR R4 Subscriptions with the rest-hook
+// channel: it validates Subscription resources as they are written,
+// activates them, matches every change recorded in a tenant's outbox
+// against the tenant's active subscriptions with the search engine, and
+// delivers the notifications from durable per-subscription queues, with
+// retries, in order per resource.
+package subscription
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"fhirstore/search"
+	"fhirstore/store"
+)
+
+// Config configures an Engine.
+type Config struct {
+	// Store holds the subscriptions, the outbox and the queues.
+	Store *store.Store
+	// Registry parses the criteria.
+	Registry *search.Registry
+	// Endpoints is the endpoint allow-list (nil: loopback only).
+	Endpoints *AllowList
+	// Attempts is how many times a notification is tried before its
+	// subscription is set to error (default 5).
+	Attempts int
+	// Timeout bounds each delivery request (default 10s).
+	Timeout time.Duration
+	// Backoff is the wait before the first retry; it doubles with each
+	// further one, up to MaxBackoff (defaults 1s and 5m).
+	Backoff, MaxBackoff time.Duration
+	// Poll is how often every tenant's outbox is read even when no write
+	// of this process announced a change (default 2s); Reload how often
+	// the subscriptions are read again (default 30s). Both serve changes
+	// made by other processes on the same database.
+	Poll, Reload time.Duration
+	// Logger receives delivery diagnostics.
+	Logger *zap.Logger
+	// Now is the clock (tests may replace it).
+	Now func() time.Time
+}
+
+// batchSize bounds the outbox rows read at once.
+const batchSize = 200
+
+// Engine matches and delivers notifications for every tenant of a store.
+type Engine struct {
+	cfg    Config
+	st     *store.Store
+	check  *checker
+	log    *zap.Logger
+	client *http.Client
+	stats  *stats
+
+	mu      sync.RWMutex
+	tenants map[string]*tenant
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// tenant is the engine's state for one tenant.
+type tenant struct {
+	name string
+	wake chan struct{}
+	// subs are the tenant's subscriptions by id (under Engine.mu).
+	subs    map[string]*spec
+	workers map[string]*worker
+}
+
+// Start loads every tenant's subscriptions, attaches the engine to the
+// store's outbox and starts matching and delivering until Close.
+func Start(ctx context.Context, cfg Config) (*Engine, error) {
+	cfg = withDefaults(cfg)
+	e := &Engine{cfg: cfg, st: cfg.Store, check: &checker{reg: cfg.Registry, allow: cfg.Endpoints}, log: cfg.Logger,
+		stats: newStats(), tenants: map[string]*tenant{}}
+	e.client = newClient(cfg)
+	e.ctx, e.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	tenants, err := e.st.ListTenants(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("start subscriptions: %w", err)
+	}
+	for _, t := range tenants {
+		if err := e.load(ctx, t.Name); err != nil {
+			return nil, fmt.Errorf("start subscriptions: %w", err)
+		}
+	}
+	e.st.SetOutbox(e)
+	e.wg.Add(1)
+	go e.poll()
+	return e, nil
+}
+
+func withDefaults(cfg Config) Config {
+	if cfg.Endpoints == nil {
+		cfg.Endpoints = &AllowList{}
+	}
+	if cfg.Attempts <= 0 {
+		cfg.Attempts = 5
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 10 * time.Second
+	}
+	if cfg.Backoff <= 0 {
+		cfg.Backoff = time.Second
+	}
+	if cfg.MaxBackoff <= 0 {
+		cfg.MaxBackoff = 5 * time.Minute
+	}
+	if cfg.Poll <= 0 {
+		cfg.Poll = 2 * time.Second
+	}
+	if cfg.Reload <= 0 {
+		cfg.Reload = 30 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = zap.NewNop()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return cfg
+}
+
+// newClient is the delivery client: no redirects (an allowed endpoint
+// must not send the server elsewhere) and, under the default allow-list,
+// no connection to anything but loopback addresses.
+func newClient(cfg Config) *http.Client {
+	dialer := &net.Dialer{Timeout: cfg.Timeout}
+	if cfg.Endpoints.LoopbackOnly() {
+		dialer.ControlContext = loopbackDial
+	}
+	tr := &http.Transport{DialContext: dialer.DialContext, MaxIdleConnsPerHost: 4, IdleConnTimeout: time.Minute, ResponseHeaderTimeout: cfg.Timeout}
+	return &http.Client{Transport: tr, Timeout: cfg.Timeout, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
+// Close stops matching and delivery and waits for them to stop; what is
+// queued stays queued for the next start.
+func (e *Engine) Close() {
+	e.st.SetOutbox(nil)
+	e.cancel()
+	e.wg.Wait()
+}
+
+// Wants tells the store which writes to record: every Subscription (so
+// that the engine hears of them durably) and every type that a
+// deliverable subscription of the tenant searches.
+func (e *Engine) Wants(tenantName, typ string) bool {
+	if typ == "Subscription" {
+		return true
+	}
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	t := e.tenants[tenantName]
+	if t == nil {
+		return false
+	}
+	now := e.cfg.Now()
+	for _, s := range t.subs {
+		if s.typ == typ && s.deliverable(now) {
+			return true
+		}
+	}
+	return false
+}
+
+// Recorded wakes the tenant's matcher after a write recorded changes.
+func (e *Engine) Recorded(tenantName string) {
+	t := e.tenant(tenantName)
+	select {
+	case t.wake <- struct{}{}:
+	default:
+	}
+}
+
+// tenant returns the state of a tenant, starting its matcher the first time.
+func (e *Engine) tenant(name string) *tenant {
+	e.mu.RLock()
+	t := e.tenants[name]
+	e.mu.RUnlock()
+	if t != nil {
+		return t
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if t = e.tenants[name]; t != nil {
+		return t
+	}
+	t = &tenant{name: name, wake: make(chan struct{}, 1), subs: map[string]*spec{}, workers: map[string]*worker{}}
+	e.tenants[name] = t
+	if e.ctx.Err() == nil {
+		e.wg.Add(1)
+		go e.match(t)
+	}
+	return t
+}
+
+// poll wakes every tenant's matcher every Poll and reloads the
+// subscriptions every Reload, for changes other processes made.
+func (e *Engine) poll() {
+	defer e.wg.Done()
+	tick := time.NewTicker(e.cfg.Poll)
+	defer tick.Stop()
+	last := e.cfg.Now()
+	for {
+		select {
+		case <-e.ctx.Done():
+			return
+		case <-tick.C:
+		}
+		tenants, err := e.st.ListTenants(e.ctx)
+		if err != nil {
+			e.log.Warn("list tenants for subscriptions", zap.Error(err))
+			continue
+		}
+		reload := e.cfg.Now().Sub(last) >= e.cfg.Reload
+		if reload {
+			last = e.cfg.Now()
+		}
+		for _, t := range tenants {
+			if reload {
+				if err := e.load(e.ctx, t.Name); err != nil && e.ctx.Err() == nil {
+					e.log.Warn("reload subscriptions", zap.String("tenant", t.Name), zap.Error(err))
+				}
+			}
+			e.Recorded(t.Name)
+		}
+	}
+}
+
+// load reads every subscription of a tenant that is not off.
+func (e *Engine) load(ctx context.Context, tenantName string) error {
+	q, err := e.cfg.Registry.Parse("Subscription", url.Values{"status": {"requested,active,error"}, "_count": {"100"}}, search.ParseOptions{})
+	if err != nil {
+		return err
+	}
+	seen := map[string]bool{}
+	for {
+		page, err := e.st.Search(ctx, tenantName, q)
+		if err != nil {
+			return fmt.Errorf("read subscriptions of %s: %w", tenantName, err)
+		}
+		for _, r := range page.Entries {
+			seen[r.ID] = true
+			e.update(ctx, tenantName, r)
+		}
+		if page.Next == "" {
+			break
+		}
+		q.Cursor = page.Next
+	}
+	t := e.tenant(tenantName)
+	e.mu.RLock()
+	var gone []string
+	for id := range t.subs {
+		if !seen[id] {
+			gone = append(gone, id)
+		}
+	}
+	e.mu.RUnlock()
+	for _, id := range gone {
+		e.refresh(ctx, tenantName, id)
+	}
+	return nil
+}
+
+// refresh reads a subscription again after it changed.
+func (e *Engine) refresh(ctx context.Context, tenantName, id string) {
+	r, err := e.st.Read(ctx, tenantName, "Subscription", id)
+	switch {
+	case errors.Is(err, store.ErrGone), errors.Is(err, store.ErrNotFound):
+		e.remove(ctx, tenantName, id)
+	case err != nil:
+		e.log.Warn("read subscription", zap.String("tenant", tenantName), zap.String("id", id), zap.Error(err))
+	default:
+		e.update(ctx, tenantName, r)
+	}
+}
+
+// update takes the current version r of a subscription into account:
+// requested ones are activated, deliverable ones get a worker.
+func (e *Engine) update(ctx context.Context, tenantName string, r *store.Resource) {
+	sp, issues := e.check.parse(r.JSON)
+	if sp == nil || sp.status == StatusRequested {
+		e.activate(ctx, tenantName, r, issues)
+		return
+	}
+	sp.id, sp.version = r.ID, r.VersionID
+	if sp.status == StatusActive && len(issues) > 0 { // e.g. the allow-list changed since
+		e.setError(ctx, tenantName, sp, issues[0].Diagnostics)
+		return
+	}
+	if sp.status == StatusOff || sp.query == nil {
+		e.remove(ctx, tenantName, r.ID)
+		return
+	}
+	t := e.tenant(tenantName)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if old := t.subs[r.ID]; old != nil && old.version > sp.version {
+		return // a newer version is known already
+	}
+	t.subs[r.ID] = sp
+	w := t.workers[r.ID]
+	if sp.status == StatusActive && !sp.ended(e.cfg.Now()) && w == nil && e.ctx.Err() == nil {
+		w = &worker{e: e, tenant: tenantName, id: r.ID, wake: make(chan struct{}, 1)}
+		t.workers[r.ID] = w
+		e.wg.Add(1)
+		go w.run()
+	}
+	if w != nil {
+		w.poke()
+	}
+}
+
+// remove forgets a subscription that was deleted or turned off, and its queue.
+func (e *Engine) remove(ctx context.Context, tenantName, id string) {
+	t := e.tenant(tenantName)
+	e.mu.Lock()
+	delete(t.subs, id)
+	w := t.workers[id]
+	e.mu.Unlock()
+	if w != nil {
+		w.poke()
+	}
+	if err := e.st.DropNotifications(ctx, tenantName, id); err != nil {
+		e.log.Warn("drop notifications", zap.String("tenant", tenantName), zap.String("subscription", id), zap.Error(err))
+	}
+}
+
+// current returns the subscription's spec as the engine knows it.
+func (e *Engine) current(tenantName, id string) *spec {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if t := e.tenants[tenantName]; t != nil {
+		return t.subs[id]
+	}
+	return nil
+}
+
+// deliverable lists the tenant's subscriptions that queue changes of typ.
+func (e *Engine) deliverable(t *tenant, typ string) []*spec {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	now := e.cfg.Now()
+	var out []*spec
+	for _, s := range t.subs {
+		if s.typ == typ && s.deliverable(now) {
+			out = append(out, s)
+		}
+	}
+	return out
+}

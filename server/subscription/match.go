@@ -1,0 +1,104 @@
+package subscription
+
+import (
+	"context"
+
+	"go.uber.org/zap"
+
+	"fhirstore/search"
+	"fhirstore/store"
+)
+
+// match turns a tenant's outbox into notification queues whenever it is
+// woken, until the engine closes.
+func (e *Engine) match(t *tenant) {
+	defer e.wg.Done()
+	for {
+		select {
+		case <-e.ctx.Done():
+			return
+		case <-t.wake:
+		}
+		for e.ctx.Err() == nil {
+			n, err := e.matchBatch(e.ctx, t)
+			if err != nil {
+				if e.ctx.Err() == nil {
+					e.log.Warn("match changes against subscriptions", zap.String("tenant", t.name), zap.Error(err))
+				}
+				break // tried again at the next wake-up or poll
+			}
+			if n == 0 {
+				break
+			}
+		}
+	}
+}
+
+// matchBatch handles one batch of ready changes: Subscription changes
+// update the engine, every change is matched against the deliverable
+// subscriptions of its type, the notifications are queued and the changes
+// leave the outbox, in that order, so that a crash repeats work and never
+// loses it. It returns how many changes it handled.
+func (e *Engine) matchBatch(ctx context.Context, t *tenant) (int, error) {
+	changes, err := e.st.Changes(ctx, t.name, batchSize)
+	if err != nil || len(changes) == 0 {
+		return 0, err
+	}
+	byType := map[string][]*store.Change{}
+	var types []string
+	keys := make([]string, 0, len(changes))
+	for _, c := range changes {
+		keys = append(keys, c.Key)
+		typ := c.Resource.Type
+		if typ == "Subscription" {
+			e.refresh(ctx, t.name, c.Resource.ID)
+		}
+		if byType[typ] == nil {
+			types = append(types, typ)
+		}
+		byType[typ] = append(byType[typ], c)
+	}
+	var notes []*store.Notification
+	woken := map[string]bool{}
+	for _, typ := range types {
+		subs := e.deliverable(t, typ)
+		if len(subs) == 0 {
+			continue
+		}
+		queries := make([]*search.Query, len(subs))
+		for i, s := range subs {
+			queries[i] = s.query
+		}
+		matched, err := e.st.MatchChanges(ctx, t.name, typ, queries, byType[typ])
+		if err != nil {
+			return 0, err
+		}
+		for i, s := range subs {
+			for _, c := range byType[typ] {
+				if matched[i][c.Key] {
+					notes = append(notes, notification(s.id, c))
+					woken[s.id] = true
+				}
+			}
+		}
+	}
+	if err := e.st.QueueNotifications(ctx, t.name, notes, keys); err != nil {
+		return 0, err
+	}
+	e.stats.queued(t.name, len(notes))
+	e.mu.RLock()
+	for id := range woken {
+		if w := t.workers[id]; w != nil {
+			w.poke()
+		}
+	}
+	e.mu.RUnlock()
+	return len(changes), nil
+}
+
+// notification is the queue entry of change c for subscription sub.
+func notification(sub string, c *store.Change) *store.Notification {
+	r := c.Resource
+	return &store.Notification{Key: store.NotificationKey(sub, c.Key), Subscription: sub, Type: r.Type, ID: r.ID, VID: r.VersionID,
+		Method: r.Method, At: r.LastUpdated}
+}

@@ -1,0 +1,129 @@
+package subscription
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+
+	"go.uber.org/zap"
+
+	"fhirstore/store"
+)
+
+// activate answers a requested subscription: active when it checks out,
+// error (with the reason) otherwise.
+func (e *Engine) activate(ctx context.Context, tenantName string, r *store.Resource, issues []store.Issue) {
+	status, reason := StatusActive, ""
+	if len(issues) > 0 {
+		status, reason = StatusError, issues[0].Diagnostics
+	}
+	written, err := e.setStatus(ctx, tenantName, r, status, reason)
+	if err != nil {
+		e.log.Warn("activate subscription", zap.String("tenant", tenantName), zap.String("id", r.ID), zap.Error(err))
+		return
+	}
+	if written != nil {
+		e.update(ctx, tenantName, written)
+	}
+}
+
+// setError puts a subscription in error with reason, unless it changed
+// since sp was read.
+func (e *Engine) setError(ctx context.Context, tenantName string, sp *spec, reason string) {
+	r, err := e.st.Read(ctx, tenantName, "Subscription", sp.id)
+	if err != nil || r.VersionID != sp.version {
+		return // deleted or changed: the change is on its way through the outbox
+	}
+	written, err := e.setStatus(ctx, tenantName, r, StatusError, reason)
+	if err != nil {
+		e.log.Warn("set subscription status", zap.String("tenant", tenantName), zap.String("id", sp.id), zap.Error(err))
+		return
+	}
+	if written != nil {
+		e.update(ctx, tenantName, written)
+	}
+}
+
+// setStatus writes the next version of r with status and error set (the
+// error element removed when reason is empty). It writes nothing and
+// returns nil when r is no longer current.
+func (e *Engine) setStatus(ctx context.Context, tenantName string, r *store.Resource, status, reason string) (*store.Resource, error) {
+	body, err := setMembers(r.JSON, map[string]any{"status": status, "error": reason})
+	if err != nil {
+		return nil, err
+	}
+	vid := r.VersionID
+	written, _, err := e.st.Update(ctx, tenantName, "Subscription", r.ID, body, store.WriteOptions{IfMatch: &vid})
+	if errors.Is(err, store.ErrPreconditionFailed) || errors.Is(err, store.ErrConflict) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	e.log.Info("subscription status", zap.String("tenant", tenantName), zap.String("id", r.ID), zap.String("status", status), zap.String("error", reason))
+	return written, nil
+}
+
+// setMembers sets top-level members of a JSON object, keeping the order of
+// the others; new ones go last, and an empty string removes a member.
+func setMembers(body []byte, set map[string]any) ([]byte, error) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil, fmt.Errorf("subscription is not a JSON object")
+	}
+	var out bytes.Buffer
+	out.WriteByte('{')
+	done := map[string]bool{}
+	member := func(k string, v []byte) {
+		if out.Len() > 1 {
+			out.WriteByte(',')
+		}
+		kb, _ := json.Marshal(k)
+		out.Write(kb)
+		out.WriteByte(':')
+		out.Write(v)
+	}
+	put := func(k string) error {
+		done[k] = true
+		if s, ok := set[k].(string); ok && s == "" {
+			return nil
+		}
+		v, err := json.Marshal(set[k])
+		if err == nil {
+			member(k, v)
+		}
+		return err
+	}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return nil, fmt.Errorf("read subscription: %w", err)
+		}
+		k, _ := t.(string)
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return nil, fmt.Errorf("read subscription: %w", err)
+		}
+		if _, ok := set[k]; ok {
+			if err := put(k); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		member(k, raw)
+	}
+	for _, k := range slices.Sorted(maps.Keys(set)) {
+		if !done[k] {
+			if err := put(k); err != nil {
+				return nil, err
+			}
+		}
+	}
+	out.WriteByte('}')
+	return out.Bytes(), nil
+}

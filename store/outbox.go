@@ -1,0 +1,356 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.uber.org/zap"
+
+	"fhirstore/search"
+	"fhirstore/store/engine"
+)
+
+// The outbox announces changes to subscriptions, durably and in the same
+// write as the change:
+//
+//   - A write whose type the attached Outbox wants first inserts an outbox
+//     row {_id: "Type/id/vid"} (all of a transaction's rows before its
+//     journal entry), then writes as usual. The history row is the commit
+//     point and the outbox row exists before it, so a committed change has
+//     its row whatever moment a crash picks.
+//   - A row is ready once its history row is visible (its transaction, if
+//     any, finished). A row whose history row never appears (the write
+//     failed, its transaction rolled back) is dropped when older than
+//     Options.LockLease.
+//   - Two writers racing for one version share one row (the duplicate key
+//     is ignored): whichever wins, its version is the one announced.
+//
+// The subscription engine reads ready changes, matches them, queues one
+// notification per matching subscription and then deletes the outbox rows;
+// a crash in between queues the same notifications again (their keys are
+// unique), so nothing is lost and nothing is queued twice.
+const (
+	outboxCollection        = "outbox"
+	notificationsCollection = "notifications"
+	probeCollection         = "subscriptionProbe"
+)
+
+// Outbox decides which writes announce their changes.
+type Outbox interface {
+	// Wants reports whether changes of typ in tenant are recorded.
+	Wants(tenant, typ string) bool
+	// Recorded is called after a write that recorded changes has finished.
+	Recorded(tenant string)
+}
+
+// SetOutbox attaches the outbox that decides which writes record changes;
+// nil detaches it.
+func (s *Store) SetOutbox(o Outbox) {
+	if o == nil {
+		s.outbox.Store(nil)
+		return
+	}
+	s.outbox.Store(&o)
+}
+
+// outboxRow is a change waiting to be matched against subscriptions.
+type outboxRow struct {
+	Key  string    `bson:"_id"`
+	Type string    `bson:"type"`
+	ID   string    `bson:"id"`
+	VID  int       `bson:"vid"`
+	At   time.Time `bson:"at"`
+}
+
+// recordChanges inserts the outbox rows of the versions the outbox wants,
+// before they are written; call the returned func once the write is over.
+func (s *Store) recordChanges(ctx context.Context, tenant string, versions []*version) (func(), error) {
+	p := s.outbox.Load()
+	if p == nil {
+		return func() {}, nil
+	}
+	o := *p
+	var rows []any
+	at := s.opts.Now().UTC()
+	for _, v := range versions {
+		if o.Wants(tenant, v.hist.Type) {
+			rows = append(rows, outboxRow{Key: v.hist.Key, Type: v.hist.Type, ID: v.hist.ID, VID: v.hist.VID, At: at})
+		}
+	}
+	if len(rows) == 0 {
+		return func() {}, nil
+	}
+	if err := s.tenantDB(tenant).Collection(outboxCollection).InsertMany(ctx, rows); err != nil && !onlyDuplicates(err) {
+		return nil, dbError("record changes in the outbox", err)
+	}
+	return func() { o.Recorded(tenant) }, nil
+}
+
+// onlyDuplicates tells whether every failure of an insert is a duplicate key.
+func onlyDuplicates(err error) bool {
+	var be *engine.BulkError
+	if !errors.As(err, &be) {
+		return engine.IsDuplicateKey(err)
+	}
+	for _, we := range be.Errors {
+		if !errors.Is(we.Err, engine.ErrDuplicateKey) {
+			return false
+		}
+	}
+	return true
+}
+
+// Change is a committed version announced through the outbox.
+type Change struct {
+	// Key names the version: Type/id/vid.
+	Key string
+	// Resource is the version; a deletion has Deleted set and no JSON.
+	Resource *Resource
+	// Previous is the version a deletion deleted (nil otherwise).
+	Previous *Resource
+}
+
+// Changes returns the ready changes of the tenant's outbox, oldest first,
+// at most one per resource (its lowest pending version, so that each
+// resource's changes are handled in order), reading at most limit rows.
+// Rows whose write never committed are dropped on the way.
+func (s *Store) Changes(ctx context.Context, tenant string, limit int) ([]*Change, error) {
+	coll := s.tenantDB(tenant).Collection(outboxCollection)
+	order := bson.D{{Key: "at", Value: 1}, {Key: "type", Value: 1}, {Key: "id", Value: 1}, {Key: "vid", Value: 1}}
+	cur, err := coll.Find(ctx, bson.D{}, &engine.FindOptions{Sort: order, Limit: int64(limit)})
+	if err != nil {
+		return nil, dbError("read outbox", err)
+	}
+	var rows []*outboxRow
+	if err := engine.All(ctx, cur, &rows); err != nil {
+		return nil, dbError("read outbox", err)
+	}
+	rows = firstPerResource(rows)
+	hist, err := s.historyRowsByKey(ctx, tenant, keysOf(rows, 0))
+	if err != nil {
+		return nil, err
+	}
+	var out []*Change
+	var deletions []*Change
+	for _, r := range rows {
+		h := hist[r.Key]
+		if h == nil {
+			s.dropAbandoned(ctx, tenant, r)
+			continue
+		}
+		res, err := h.toResource()
+		if err != nil {
+			return nil, err
+		}
+		c := &Change{Key: r.Key, Resource: res}
+		out = append(out, c)
+		if res.Deleted {
+			deletions = append(deletions, c)
+		}
+	}
+	return out, s.fillPrevious(ctx, tenant, deletions)
+}
+
+// firstPerResource keeps the lowest version of each resource among rows.
+func firstPerResource(rows []*outboxRow) []*outboxRow {
+	first := map[string]*outboxRow{}
+	var out []*outboxRow
+	for _, r := range rows {
+		k := r.Type + "/" + r.ID
+		if f, ok := first[k]; ok {
+			if r.VID < f.VID {
+				*f = *r
+			}
+			continue
+		}
+		first[k] = r
+		out = append(out, r)
+	}
+	return out
+}
+
+func keysOf(rows []*outboxRow, back int) []string {
+	keys := make([]string, 0, len(rows))
+	for _, r := range rows {
+		keys = append(keys, historyKey(r.Type, r.ID, r.VID-back))
+	}
+	return keys
+}
+
+// historyRowsByKey reads the visible history rows among keys.
+func (s *Store) historyRowsByKey(ctx context.Context, tenant string, keys []string) (map[string]*historyDoc, error) {
+	out := map[string]*historyDoc{}
+	if len(keys) == 0 {
+		return out, nil
+	}
+	cur, err := s.tenantDB(tenant).Collection(historyCollection).Find(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: keys}}}}, nil)
+	if err != nil {
+		return nil, dbError("read history rows", err)
+	}
+	var rows []*historyDoc
+	if err := engine.All(ctx, cur, &rows); err != nil {
+		return nil, dbError("read history rows", err)
+	}
+	pending, err := s.pendingTxns(ctx, tenant, rows)
+	if err != nil {
+		return nil, err
+	}
+	for _, h := range rows {
+		if !pending[h.Txn] {
+			out[h.Key] = h
+		}
+	}
+	return out, nil
+}
+
+// dropAbandoned deletes an outbox row whose version never became visible
+// once it is older than any write may take; a younger one waits.
+func (s *Store) dropAbandoned(ctx context.Context, tenant string, r *outboxRow) {
+	if s.opts.Now().Sub(r.At) < s.opts.LockLease {
+		return
+	}
+	exists, err := s.tenantDB(tenant).Collection(historyCollection).Count(ctx, bson.D{{Key: "_id", Value: r.Key}})
+	if err != nil || exists > 0 {
+		return // a transaction still deciding owns the row
+	}
+	if _, err := s.tenantDB(tenant).Collection(outboxCollection).DeleteOne(ctx, bson.D{{Key: "_id", Value: r.Key}}); err != nil {
+		s.log.Warn("drop abandoned outbox row", zap.String("tenant", tenant), zap.String("key", r.Key), zap.Error(err))
+		return
+	}
+	s.log.Info("dropped the outbox row of a write that never committed", zap.String("tenant", tenant), zap.String("key", r.Key))
+}
+
+// fillPrevious reads the versions the deletions deleted.
+func (s *Store) fillPrevious(ctx context.Context, tenant string, deletions []*Change) error {
+	if len(deletions) == 0 {
+		return nil
+	}
+	keys := make([]string, len(deletions))
+	for i, c := range deletions {
+		keys[i] = historyKey(c.Resource.Type, c.Resource.ID, c.Resource.VersionID-1)
+	}
+	prev, err := s.historyRowsByKey(ctx, tenant, keys)
+	if err != nil {
+		return err
+	}
+	for i, c := range deletions {
+		if h := prev[keys[i]]; h != nil {
+			if c.Previous, err = h.toResource(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// DoneChanges removes handled changes from the outbox.
+func (s *Store) DoneChanges(ctx context.Context, tenant string, keys []string) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	_, err := s.tenantDB(tenant).Collection(outboxCollection).DeleteMany(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: keys}}}})
+	return dbError("clear outbox rows", err)
+}
+
+// MatchChanges runs each query (all of typ) against the changes of typ as
+// the search engine would against current versions: a deletion is judged
+// by the version it deleted. It returns, per query, the keys of the
+// changes that match. The versions are put in a scratch collection and
+// searched there with the queries' own filters, so matching has exactly
+// the semantics of a search.
+func (s *Store) MatchChanges(ctx context.Context, tenant, typ string, queries []*search.Query, changes []*Change) ([]map[string]bool, error) {
+	docs, keyOf, err := s.probeDocs(typ, changes)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]map[string]bool, len(queries))
+	for i := range out {
+		out[i] = map[string]bool{}
+	}
+	if len(docs) == 0 {
+		return out, nil
+	}
+	s.probeMu.Lock()
+	defer s.probeMu.Unlock()
+	coll := s.tenantDB(tenant).Collection(probeCollection)
+	ids := make([]string, 0, len(keyOf))
+	for id := range keyOf {
+		ids = append(ids, id)
+	}
+	byID := bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}}
+	if _, err := coll.DeleteMany(ctx, byID); err != nil { // left by a crash
+		return nil, dbError("clear subscription probe", err)
+	}
+	if err := coll.InsertMany(ctx, docs); err != nil {
+		return nil, dbError("fill subscription probe", err)
+	}
+	defer func() {
+		if _, err := coll.DeleteMany(context.WithoutCancel(ctx), byID); err != nil {
+			s.log.Warn("clear subscription probe", zap.String("tenant", tenant), zap.Error(err))
+		}
+	}()
+	for i, q := range queries {
+		matched, err := s.probe(ctx, tenant, coll, q, byID)
+		if err != nil {
+			return nil, err
+		}
+		for _, id := range matched {
+			out[i][keyOf[id]] = true
+		}
+	}
+	return out, nil
+}
+
+// probeDocs are the current rows the changes of typ would have; keyOf maps
+// their ids to change keys.
+func (s *Store) probeDocs(typ string, changes []*Change) ([]any, map[string]string, error) {
+	var docs []any
+	keyOf := map[string]string{}
+	for _, c := range changes {
+		v := c.Resource
+		if v.Deleted {
+			v = c.Previous
+		}
+		if v == nil || v.Type != typ || v.Deleted {
+			continue
+		}
+		if _, dup := keyOf[v.ID]; dup {
+			return nil, nil, fmt.Errorf("match changes: two versions of %s/%s at once", typ, v.ID)
+		}
+		idx, sortDoc, err := s.index(typ, v.JSON)
+		if err != nil {
+			return nil, nil, err
+		}
+		docs = append(docs, &storedDoc{ID: v.ID, VID: v.VersionID, LastUpdated: v.LastUpdated, Idx: idx, Sort: sortDoc})
+		keyOf[v.ID] = c.Key
+	}
+	return docs, keyOf, nil
+}
+
+// probe returns the ids of the scratch rows q matches.
+func (s *Store) probe(ctx context.Context, tenant string, coll engine.Collection, q *search.Query, only bson.D) ([]string, error) {
+	filter, err := s.searchFilter(ctx, tenant, q)
+	if err != nil {
+		return nil, err
+	}
+	filter = bson.D{{Key: "$and", Value: bson.A{filter, only}}}
+	cur, err := coll.Find(ctx, filter, &engine.FindOptions{Projection: bson.D{{Key: "_id", Value: 1}, {Key: "idx", Value: 1}}})
+	if err != nil {
+		return nil, dbError("match subscription criteria", err)
+	}
+	defer cur.Close(ctx)
+	var ids []string
+	for cur.Next(ctx) {
+		idx, _ := cur.Current().Lookup("idx").DocumentOK()
+		if q.PostFilter != nil && !q.PostFilter(idx) {
+			continue
+		}
+		if id, ok := cur.Current().Lookup("_id").StringValueOK(); ok {
+			ids = append(ids, id)
+		}
+	}
+	return ids, dbError("match subscription criteria", cur.Err())
+}
