@@ -109,6 +109,11 @@ func (a *access) guard(current, next *store.Resource) error {
 	if g == auth.PatientOnly && !inCompartmentType(next.Type) {
 		return fail(http.StatusForbidden, "forbidden", fmt.Sprintf("a patient scope cannot %s %s resources", i, next.Type), "")
 	}
+	if next.Type == "Subscription" && !next.Deleted {
+		if err := a.canSubscribe(next.JSON); err != nil {
+			return err
+		}
+	}
 	if !restricted(g, next.Type) {
 		return nil
 	}
@@ -294,4 +299,28 @@ func (a *access) searchesCompartment(typ, id string) bool {
 		return a.patient == id
 	}
 	return false
+}
+
+// canSubscribe checks that the caller may read every resource a
+// Subscription's criteria can match, since its notifications carry them:
+// read access to the criteria's type, not limited to a patient's records.
+func (a *access) canSubscribe(body []byte) error {
+	var sub struct {
+		Criteria string `json:"criteria"`
+	}
+	if json.Unmarshal(body, &sub) != nil {
+		return nil // not readable: validation answers it
+	}
+	typ, _, _ := strings.Cut(sub.Criteria, "?")
+	if typ == "" {
+		return nil
+	}
+	g := max(a.grant(typ, auth.Read), a.grant(typ, auth.Search))
+	if g == auth.Denied {
+		return fail(http.StatusForbidden, "forbidden", fmt.Sprintf("the token's scopes do not grant read on %s, which the subscription's criteria search", typ), "Subscription.criteria")
+	}
+	if restricted(g, typ) {
+		return fail(http.StatusForbidden, "forbidden", fmt.Sprintf("a patient scope cannot subscribe to %s resources: notifications would not be limited to the patient's records", typ), "Subscription.criteria")
+	}
+	return nil
 }

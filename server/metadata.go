@@ -2,6 +2,7 @@ package server
 
 import (
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -66,6 +67,10 @@ func (s *Server) capabilityStatement(base string) map[string]any {
 		if params := s.capabilitySearchParams(t); len(params) > 0 {
 			r["interaction"] = append(interactions[:len(interactions):len(interactions)], map[string]string{"code": "search-type"})
 			r["searchParam"] = params
+		}
+		if t == "Subscription" && len(s.cfg.SubscriptionChannels) > 0 {
+			r["documentation"] = "Subscriptions are delivered over the channel types: " + strings.Join(s.cfg.SubscriptionChannels, ", ") +
+				". A Subscription written with status requested is checked and set to active (or error)."
 		}
 		resources = append(resources, r)
 	}

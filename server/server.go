@@ -41,6 +41,9 @@ type Config struct {
 	// REST, when set, serves /api/v1 behind the same tenant and token checks
 	// as FHIR; it finds the caller with CallerFrom.
 	REST http.Handler
+	// SubscriptionChannels, when set, are the Subscription channel types
+	// the server delivers; the CapabilityStatement lists them.
+	SubscriptionChannels []string
 	// Metrics, when set, counts and times every request and serves the
 	// series at /metrics (no token needed); nil turns both off.
 	Metrics *Metrics

@@ -150,7 +150,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return c.Tenant, true
 	}, Store: db.store, Registry: registry, Logger: logger, Allows: server.Allows})
 	srvCfg := server.Config{BaseDomain: cfg.str("base-domain"), DefaultTenant: cfg.str("default-tenant"), MaxBodyBytes: maxBody,
-		MaxBundleEntries: int(maxEntries), Version: version, REST: rest, Registry: registry, Metrics: metrics, Audit: withAudit}
+		MaxBundleEntries: int(maxEntries), Version: version, REST: rest, Registry: registry, Metrics: metrics, Audit: withAudit,
+		SubscriptionChannels: []string{subscription.RestHook}}
 	if verifier.Local, err = localIssuer(ctx, cfg, db.store); err != nil {
 		return err
 	}

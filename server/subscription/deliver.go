@@ -123,7 +123,7 @@ func (w *worker) deliver(ctx context.Context, sp *spec, n *store.Notification) b
 	err := e.send(ctx, w.tenant, sp, n)
 	if err == nil {
 		e.stats.sent(w.tenant, n.At)
-		if err := e.st.NotificationSent(ctx, w.tenant, n.Key); err != nil {
+		if err := e.st.NotificationSent(context.WithoutCancel(ctx), w.tenant, n.Key); err != nil {
 			e.log.Warn("clear delivered notification", zap.String("tenant", w.tenant), zap.String("key", n.Key), zap.Error(err))
 			return false
 		}

@@ -292,7 +292,7 @@ func (e *Engine) refresh(ctx context.Context, tenantName, id string) {
 func (e *Engine) update(ctx context.Context, tenantName string, r *store.Resource) {
 	sp, issues := e.check.parse(r.JSON)
 	if sp == nil || sp.status == StatusRequested {
-		e.activate(ctx, tenantName, r, issues)
+		e.activate(ctx, tenantName, r, sp, issues)
 		return
 	}
 	sp.id, sp.version = r.ID, r.VersionID
@@ -304,17 +304,23 @@ func (e *Engine) update(ctx context.Context, tenantName string, r *store.Resourc
 		e.remove(ctx, tenantName, r.ID)
 		return
 	}
+	e.put(tenantName, sp)
+}
+
+// put makes sp the subscription's state, unless a newer version is known,
+// and gives an active one a worker.
+func (e *Engine) put(tenantName string, sp *spec) {
 	t := e.tenant(tenantName)
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if old := t.subs[r.ID]; old != nil && old.version > sp.version {
-		return // a newer version is known already
+	if old := t.subs[sp.id]; old != nil && old.version > sp.version {
+		return
 	}
-	t.subs[r.ID] = sp
-	w := t.workers[r.ID]
+	t.subs[sp.id] = sp
+	w := t.workers[sp.id]
 	if sp.status == StatusActive && !sp.ended(e.cfg.Now()) && w == nil && e.ctx.Err() == nil {
-		w = &worker{e: e, tenant: tenantName, id: r.ID, wake: make(chan struct{}, 1)}
-		t.workers[r.ID] = w
+		w = &worker{e: e, tenant: tenantName, id: sp.id, wake: make(chan struct{}, 1)}
+		t.workers[sp.id] = w
 		e.wg.Add(1)
 		go w.run()
 	}

@@ -86,6 +86,7 @@ func (e *Engine) matchBatch(ctx context.Context, t *tenant) (int, error) {
 		return 0, err
 	}
 	e.stats.queued(t.name, len(notes))
+	e.log.Debug("matched changes", zap.String("tenant", t.name), zap.Int("changes", len(changes)), zap.Int("notifications", len(notes)))
 	e.mu.RLock()
 	for id := range woken {
 		if w := t.workers[id]; w != nil {

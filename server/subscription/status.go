@@ -16,10 +16,18 @@ import (
 
 // activate answers a requested subscription: active when it checks out,
 // error (with the reason) otherwise.
-func (e *Engine) activate(ctx context.Context, tenantName string, r *store.Resource, issues []store.Issue) {
+func (e *Engine) activate(ctx context.Context, tenantName string, r *store.Resource, sp *spec, issues []store.Issue) {
 	status, reason := StatusActive, ""
-	if len(issues) > 0 {
-		status, reason = StatusError, issues[0].Diagnostics
+	if sp == nil || sp.query == nil || len(issues) > 0 {
+		status, reason = StatusError, "the subscription cannot be read"
+		if len(issues) > 0 {
+			reason = issues[0].Diagnostics
+		}
+	} else {
+		// Known as active before a client can read it so: writes that
+		// follow the client's read of the active status are announced.
+		sp.id, sp.version, sp.status = r.ID, r.VersionID+1, StatusActive
+		e.put(tenantName, sp)
 	}
 	written, err := e.setStatus(ctx, tenantName, r, status, reason)
 	if err != nil {
