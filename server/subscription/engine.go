@@ -344,16 +344,6 @@ func (e *Engine) remove(ctx context.Context, tenantName, id string) {
 	}
 }
 
-// current returns the subscription's spec as the engine knows it.
-func (e *Engine) current(tenantName, id string) *spec {
-	e.mu.RLock()
-	defer e.mu.RUnlock()
-	if t := e.tenants[tenantName]; t != nil {
-		return t.subs[id]
-	}
-	return nil
-}
-
 // deliverable lists the tenant's subscriptions that queue changes of typ.
 func (e *Engine) deliverable(t *tenant, typ string) []*spec {
 	e.mu.RLock()

@@ -201,14 +201,3 @@ func Validator(reg *search.Registry, allow *AllowList, next store.Validator) sto
 		return warnings, nil
 	}
 }
-
-// CriteriaType is the resource type a Subscription's criteria search
-// ("" when it has none); authorization asks for read access to it.
-func CriteriaType(body []byte) string {
-	var d document
-	if json.Unmarshal(body, &d) != nil {
-		return ""
-	}
-	typ, _, _ := strings.Cut(d.Criteria, "?")
-	return typ
-}
