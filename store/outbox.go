@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -270,8 +272,12 @@ func (s *Store) MatchChanges(ctx context.Context, tenant, typ string, queries []
 	for i := range out {
 		out[i] = map[string]bool{}
 	}
-	if len(docs) == 0 {
-		return out, nil
+	idxOf := make(map[string]bson.Raw, len(docs))
+	for _, d := range docs {
+		idxOf[d.ID] = d.Idx
+	}
+	if !anyMayMatch(queries, idxOf) {
+		return out, nil // no query can find anything: no need to search
 	}
 	s.probeMu.Lock()
 	defer s.probeMu.Unlock()
@@ -284,7 +290,11 @@ func (s *Store) MatchChanges(ctx context.Context, tenant, typ string, queries []
 	if _, err := coll.DeleteMany(ctx, byID); err != nil { // left by a crash
 		return nil, dbError("clear subscription probe", err)
 	}
-	if err := coll.InsertMany(ctx, docs); err != nil {
+	rows := make([]any, len(docs))
+	for i, d := range docs {
+		rows[i] = d
+	}
+	if err := coll.InsertMany(ctx, rows); err != nil {
 		return nil, dbError("fill subscription probe", err)
 	}
 	defer func() {
@@ -293,7 +303,17 @@ func (s *Store) MatchChanges(ctx context.Context, tenant, typ string, queries []
 		}
 	}()
 	for i, q := range queries {
-		matched, err := s.probe(ctx, tenant, coll, q, byID)
+		var candidates []string
+		for id, idx := range idxOf {
+			if mayMatch(q.Filter(), idx) {
+				candidates = append(candidates, id)
+			}
+		}
+		if len(candidates) == 0 {
+			continue
+		}
+		only := bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: candidates}}}}
+		matched, err := s.probe(ctx, tenant, coll, q, only)
 		if err != nil {
 			return nil, err
 		}
@@ -306,8 +326,8 @@ func (s *Store) MatchChanges(ctx context.Context, tenant, typ string, queries []
 
 // probeDocs are the current rows the changes of typ would have; keyOf maps
 // their ids to change keys.
-func (s *Store) probeDocs(typ string, changes []*Change) ([]any, map[string]string, error) {
-	var docs []any
+func (s *Store) probeDocs(typ string, changes []*Change) ([]*storedDoc, map[string]string, error) {
+	var docs []*storedDoc
 	keyOf := map[string]string{}
 	for _, c := range changes {
 		v := c.Resource
@@ -353,4 +373,101 @@ func (s *Store) probe(ctx context.Context, tenant string, coll engine.Collection
 		}
 	}
 	return ids, dbError("match subscription criteria", cur.Err())
+}
+
+func anyMayMatch(queries []*search.Query, idxOf map[string]bson.Raw) bool {
+	for _, q := range queries {
+		for _, idx := range idxOf {
+			if mayMatch(q.Filter(), idx) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// mayMatch is a necessary condition of filter on a version's index values:
+// false only when a conjunct of filter is an equality or $in of strings
+// on an idx field and idx holds none of them there, so that the search
+// certainly finds nothing. It spares matching most queries of many
+// subscriptions; the search itself decides every match.
+func mayMatch(filter bson.D, idx bson.Raw) bool {
+	for _, e := range filter {
+		switch {
+		case e.Key == "$and":
+			conds, _ := e.Value.(bson.A)
+			for _, c := range conds {
+				if d, ok := c.(bson.D); ok && !mayMatch(d, idx) {
+					return false
+				}
+			}
+		case strings.HasPrefix(e.Key, "idx."):
+			if want, ok := equalities(e.Value); ok && !mayHold(bson.RawValue{Type: bson.TypeEmbeddedDocument, Value: idx}, strings.Split(strings.TrimPrefix(e.Key, "idx."), "."), want) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// equalities are the strings a field must equal one of under cond (a
+// string, or {$in: [strings]}); ok is false for any other condition.
+func equalities(cond any) ([]string, bool) {
+	switch c := cond.(type) {
+	case string:
+		return []string{c}, true
+	case bson.D:
+		if len(c) != 1 || c[0].Key != "$in" {
+			return nil, false
+		}
+		switch vals := c[0].Value.(type) {
+		case []string:
+			return vals, true
+		case bson.A:
+			out := make([]string, 0, len(vals))
+			for _, v := range vals {
+				s, ok := v.(string)
+				if !ok {
+					return nil, false
+				}
+				out = append(out, s)
+			}
+			return out, true
+		}
+	}
+	return nil, false
+}
+
+// mayHold tells whether the value at path under v may equal one of want
+// (MongoDB compares an array element by element): false only when the
+// path is missing or leads to strings and scalars none of which is wanted.
+// Paths through arrays are not followed: they may hold anything.
+func mayHold(v bson.RawValue, path []string, want []string) bool {
+	for _, key := range path {
+		doc, ok := v.DocumentOK()
+		if !ok {
+			return v.Type == bson.TypeArray
+		}
+		if v = doc.Lookup(key); v.Type == 0 {
+			return false // missing: equality with a string cannot hold
+		}
+	}
+	if s, ok := v.StringValueOK(); ok {
+		return slices.Contains(want, s)
+	}
+	arr, ok := v.ArrayOK()
+	if !ok {
+		return v.Type == bson.TypeEmbeddedDocument
+	}
+	vals, _ := arr.Values()
+	for _, x := range vals {
+		s, ok := x.StringValueOK()
+		if !ok && (x.Type == bson.TypeArray || x.Type == bson.TypeEmbeddedDocument) {
+			return true
+		}
+		if ok && slices.Contains(want, s) {
+			return true
+		}
+	}
+	return false
 }

@@ -144,7 +144,7 @@ func (w *worker) deliver(ctx context.Context, sp *spec, n *store.Notification) b
 	}
 	e.log.Info("notification failed", zap.String("tenant", w.tenant), zap.String("subscription", w.id), zap.String("key", n.Key), zap.Int("attempt", n.Attempts), zap.Error(err))
 	if n.Attempts >= e.cfg.Attempts {
-		e.setError(ctx, w.tenant, sp, fmt.Sprintf("delivery of %s/%s/_history/%d failed %d times; last failure: %v", n.Type, n.ID, n.VID, n.Attempts, err))
+		_ = e.setError(ctx, w.tenant, sp, fmt.Sprintf("delivery of %s/%s/_history/%d failed %d times; last failure: %v", n.Type, n.ID, n.VID, n.Attempts, err))
 	}
 	return false
 }

@@ -252,7 +252,9 @@ func (e *Engine) load(ctx context.Context, tenantName string) error {
 		}
 		for _, r := range page.Entries {
 			seen[r.ID] = true
-			e.update(ctx, tenantName, r)
+			if err := e.update(ctx, tenantName, r); err != nil {
+				e.log.Warn("load subscription", zap.String("tenant", tenantName), zap.String("id", r.ID), zap.Error(err))
+			}
 		}
 		if page.Next == "" {
 			break
@@ -283,28 +285,40 @@ func (e *Engine) refresh(ctx context.Context, tenantName, id string) {
 	case err != nil:
 		e.log.Warn("read subscription", zap.String("tenant", tenantName), zap.String("id", id), zap.Error(err))
 	default:
-		e.update(ctx, tenantName, r)
+		if err := e.update(ctx, tenantName, r); err != nil {
+			e.log.Warn("reload subscription", zap.String("tenant", tenantName), zap.String("id", id), zap.Error(err))
+		}
 	}
 }
 
-// update takes the current version r of a subscription into account:
-// requested ones are activated, deliverable ones get a worker.
-func (e *Engine) update(ctx context.Context, tenantName string, r *store.Resource) {
+// observe takes a committed version of a subscription into account; the
+// outbox hands each subscription's versions over in order.
+func (e *Engine) observe(ctx context.Context, tenantName string, r *store.Resource) error {
+	if r.Deleted {
+		e.remove(ctx, tenantName, r.ID)
+		return nil
+	}
+	return e.update(ctx, tenantName, r)
+}
+
+// update takes version r of a subscription into account: requested ones
+// are activated, deliverable ones get a worker. An error means the status
+// could not be written yet; the caller tries again later.
+func (e *Engine) update(ctx context.Context, tenantName string, r *store.Resource) error {
 	sp, issues := e.check.parse(r.JSON)
 	if sp == nil || sp.status == StatusRequested {
-		e.activate(ctx, tenantName, r, sp, issues)
-		return
+		return e.activate(ctx, tenantName, r, sp, issues)
 	}
 	sp.id, sp.version = r.ID, r.VersionID
 	if sp.status == StatusActive && len(issues) > 0 { // e.g. the allow-list changed since
-		e.setError(ctx, tenantName, sp, issues[0].Diagnostics)
-		return
+		return e.setError(ctx, tenantName, sp, issues[0].Diagnostics)
 	}
 	if sp.status == StatusOff || sp.query == nil {
 		e.remove(ctx, tenantName, r.ID)
-		return
+		return nil
 	}
 	e.put(tenantName, sp)
+	return nil
 }
 
 // put makes sp the subscription's state, unless a newer version is known,

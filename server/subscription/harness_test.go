@@ -36,7 +36,7 @@ var prefixes atomic.Int64
 
 // env is one test's server with its subscription engine, over HTTP.
 type env struct {
-	t       *testing.T
+	t       testing.TB
 	srv     *httptest.Server
 	store   *store.Store
 	opts    store.Options
@@ -54,7 +54,7 @@ func fastConfig() subscription.Config {
 		MaxBackoff: 100 * time.Millisecond, Poll: 100 * time.Millisecond, Logger: testLogger()}
 }
 
-func newEnv(t *testing.T, mutate ...func(*subscription.Config)) *env {
+func newEnv(t testing.TB, mutate ...func(*subscription.Config)) *env {
 	t.Helper()
 	cfg := fastConfig()
 	for _, m := range mutate {
@@ -119,7 +119,7 @@ type response struct {
 	Body   []byte
 }
 
-func (r *response) JSON(t *testing.T) map[string]any {
+func (r *response) JSON(t testing.TB) map[string]any {
 	t.Helper()
 	var m map[string]any
 	if err := json.Unmarshal(r.Body, &m); err != nil {
@@ -222,11 +222,12 @@ type receiver struct {
 	srv  *httptest.Server
 	mu   sync.Mutex
 	got  []delivery
+	at   []time.Time // arrival of each delivery
 	fail atomic.Bool
 	more chan struct{}
 }
 
-func newReceiver(t *testing.T) *receiver {
+func newReceiver(t testing.TB) *receiver {
 	r := &receiver{more: make(chan struct{}, 1)}
 	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		b, _ := io.ReadAll(req.Body)
@@ -235,6 +236,7 @@ func newReceiver(t *testing.T) *receiver {
 			return
 		}
 		r.mu.Lock()
+		r.at = append(r.at, time.Now())
 		r.got = append(r.got, delivery{Method: req.Method, Path: req.URL.Path, ContentType: req.Header.Get("Content-Type"), Header: req.Header.Clone(), Body: string(b)})
 		r.mu.Unlock()
 		select {
@@ -258,7 +260,7 @@ func (r *receiver) deliveries() []delivery {
 }
 
 // wait waits until cond holds over the deliveries (10s at most).
-func (r *receiver) wait(t *testing.T, what string, cond func([]delivery) bool) []delivery {
+func (r *receiver) wait(t testing.TB, what string, cond func([]delivery) bool) []delivery {
 	t.Helper()
 	deadline := time.After(10 * time.Second)
 	for {

@@ -51,7 +51,9 @@ func (e *Engine) matchBatch(ctx context.Context, t *tenant) (int, error) {
 		keys = append(keys, c.Key)
 		typ := c.Resource.Type
 		if typ == "Subscription" {
-			e.refresh(ctx, t.name, c.Resource.ID)
+			if err := e.observe(ctx, t.name, c.Resource); err != nil {
+				return 0, err
+			}
 		}
 		if byType[typ] == nil {
 			types = append(types, typ)

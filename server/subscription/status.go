@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 
 	"go.uber.org/zap"
 
@@ -16,7 +17,7 @@ import (
 
 // activate answers a requested subscription: active when it checks out,
 // error (with the reason) otherwise.
-func (e *Engine) activate(ctx context.Context, tenantName string, r *store.Resource, sp *spec, issues []store.Issue) {
+func (e *Engine) activate(ctx context.Context, tenantName string, r *store.Resource, sp *spec, issues []store.Issue) error {
 	status, reason := StatusActive, ""
 	if sp == nil || sp.query == nil || len(issues) > 0 {
 		status, reason = StatusError, "the subscription cannot be read"
@@ -30,35 +31,33 @@ func (e *Engine) activate(ctx context.Context, tenantName string, r *store.Resou
 		e.put(tenantName, sp)
 	}
 	written, err := e.setStatus(ctx, tenantName, r, status, reason)
-	if err != nil {
-		e.log.Warn("activate subscription", zap.String("tenant", tenantName), zap.String("id", r.ID), zap.Error(err))
-		return
+	if err != nil || written == nil {
+		return err
 	}
-	if written != nil {
-		e.update(ctx, tenantName, written)
-	}
+	return e.update(ctx, tenantName, written)
 }
 
 // setError puts a subscription in error with reason, unless it changed
 // since sp was read.
-func (e *Engine) setError(ctx context.Context, tenantName string, sp *spec, reason string) {
-	r, err := e.st.Read(ctx, tenantName, "Subscription", sp.id)
-	if err != nil || r.VersionID != sp.version {
-		return // deleted or changed: the change is on its way through the outbox
+func (e *Engine) setError(ctx context.Context, tenantName string, sp *spec, reason string) error {
+	r, err := e.st.VRead(ctx, tenantName, "Subscription", sp.id, strconv.Itoa(sp.version))
+	if err != nil {
+		return nil // deleted: the deletion is on its way through the outbox
 	}
 	written, err := e.setStatus(ctx, tenantName, r, StatusError, reason)
-	if err != nil {
-		e.log.Warn("set subscription status", zap.String("tenant", tenantName), zap.String("id", sp.id), zap.Error(err))
-		return
+	if err != nil || written == nil {
+		return err
 	}
-	if written != nil {
-		e.update(ctx, tenantName, written)
-	}
+	return e.update(ctx, tenantName, written)
 }
+
+// errNotCurrent: the version to change is committed but its current row
+// is not written yet (a writer between its two inserts).
+var errNotCurrent = errors.New("the subscription's current version is not readable yet")
 
 // setStatus writes the next version of r with status and error set (the
 // error element removed when reason is empty). It writes nothing and
-// returns nil when r is no longer current.
+// returns nil when a newer version than r exists.
 func (e *Engine) setStatus(ctx context.Context, tenantName string, r *store.Resource, status, reason string) (*store.Resource, error) {
 	body, err := setMembers(r.JSON, map[string]any{"status": status, "error": reason})
 	if err != nil {
@@ -67,7 +66,11 @@ func (e *Engine) setStatus(ctx context.Context, tenantName string, r *store.Reso
 	vid := r.VersionID
 	written, _, err := e.st.Update(ctx, tenantName, "Subscription", r.ID, body, store.WriteOptions{IfMatch: &vid})
 	if errors.Is(err, store.ErrPreconditionFailed) || errors.Is(err, store.ErrConflict) {
-		return nil, nil
+		cur, rerr := e.st.Read(ctx, tenantName, "Subscription", r.ID)
+		if (rerr == nil || errors.Is(rerr, store.ErrGone)) && cur != nil && cur.VersionID > r.VersionID {
+			return nil, nil // changed since: the change is on its way through the outbox
+		}
+		return nil, fmt.Errorf("set status of Subscription/%s: %w", r.ID, errNotCurrent)
 	}
 	if err != nil {
 		return nil, err
