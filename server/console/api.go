@@ -71,6 +71,8 @@ func (c *Console) serveAPI(w http.ResponseWriter, r *http.Request) {
 		c.serveOverview(w, r, sess)
 	case strings.HasPrefix(name, "references/"):
 		c.serveReferences(w, strings.TrimPrefix(name, "references/"))
+	case strings.HasPrefix(name, "referrers/"):
+		c.serveReferrers(w, r, sess, strings.TrimPrefix(name, "referrers/"))
 	default:
 		writeAPIError(w, http.StatusNotFound, "no such console endpoint")
 	}
@@ -125,7 +127,7 @@ func (c *Console) count(ctx context.Context, tenant string, scopes []auth.Scope,
 				if first != nil {
 					continue
 				}
-				n, err := c.countType(ctx, tenant, types[i].Type)
+				n, err := c.countType(ctx, tenant, types[i].Type, nil)
 				if err != nil {
 					first = err
 					continue
@@ -151,9 +153,14 @@ func (c *Console) count(ctx context.Context, tenant string, scopes []auth.Scope,
 	return nil
 }
 
-// countType counts the current resources of a type.
-func (c *Console) countType(ctx context.Context, tenant, typ string) (int64, error) {
-	q, err := c.opts.Registry.Parse(typ, url.Values{"_summary": {"count"}}, search.ParseOptions{})
+// countType counts the current resources of a type that match where (all
+// of them when where is nil).
+func (c *Console) countType(ctx context.Context, tenant, typ string, where url.Values) (int64, error) {
+	params := url.Values{"_summary": {"count"}}
+	for k, v := range where {
+		params[k] = v
+	}
+	q, err := c.opts.Registry.Parse(typ, params, search.ParseOptions{})
 	if err != nil {
 		return 0, err
 	}
@@ -162,6 +169,70 @@ func (c *Console) countType(ctx context.Context, tenant, typ string) (int64, err
 		return 0, err
 	}
 	return page.Total, nil
+}
+
+// referrer is a count of the resources pointing at one resource through
+// one reference parameter.
+type referrer struct {
+	Type  string `json:"type"`
+	Param string `json:"param"`
+	Count int64  `json:"count"`
+}
+
+// serveReferrers counts, per reference parameter, the resources that
+// point at Type/id: the counts of a _revinclude, without the resources.
+// Only source types the caller may search in full are counted.
+func (c *Console) serveReferrers(w http.ResponseWriter, r *http.Request, sess Session, ref string) {
+	typ, id, ok := strings.Cut(ref, "/")
+	if !ok || !fhirschema.IsResourceType(typ) || id == "" || strings.Contains(id, "/") {
+		writeAPIError(w, http.StatusNotFound, "give a reference as Type/id")
+		return
+	}
+	out := []referrer{}
+	if c.opts.Registry != nil {
+		var err error
+		if out, err = c.referrers(r.Context(), sess, typ, id); err != nil {
+			c.opts.Logger.Error("console referrers", zap.String("tenant", sess.Tenant), zap.Error(err))
+			writeAPIError(w, http.StatusServiceUnavailable, "the database did not answer the counts")
+			return
+		}
+	}
+	writeAPIJSON(w, map[string]any{"reference": typ + "/" + id, "referrers": out})
+}
+
+func (c *Console) referrers(ctx context.Context, sess Session, typ, id string) ([]referrer, error) {
+	scopes := auth.ParseScopes(sess.Principal.Scopes)
+	var out []referrer
+	for _, src := range fhirschema.ResourceTypes() {
+		if auth.Decide(scopes, sess.Principal.Patient, src, auth.Search) != auth.Full {
+			continue
+		}
+		var params []string
+		for _, p := range c.opts.Registry.Params(src) {
+			if p.Type == "reference" && slices.Contains(p.Target, typ) {
+				params = append(params, p.Code)
+			}
+		}
+		if len(params) == 0 {
+			continue
+		}
+		if n, err := c.countType(ctx, sess.Tenant, src, nil); err != nil || n == 0 {
+			if err != nil {
+				return nil, err
+			}
+			continue
+		}
+		for _, p := range params {
+			n, err := c.countType(ctx, sess.Tenant, src, url.Values{p: {typ + "/" + id}})
+			if err != nil {
+				return nil, err
+			}
+			if n > 0 {
+				out = append(out, referrer{Type: src, Param: p, Count: n})
+			}
+		}
+	}
+	return out, nil
 }
 
 // serveReferences lists the reference parameters that can point at a type,

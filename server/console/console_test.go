@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -220,5 +221,50 @@ func TestConsoleListsTheReferencesThatCanPointAtAType(t *testing.T) {
 	}
 	if status, _, _ := e.call(http.MethodGet, "/console/api/nothing", "", nil); status != http.StatusNotFound {
 		t.Errorf("unknown endpoint: status %d", status)
+	}
+}
+
+func TestConsoleCountsWhatPointsAtAResource(t *testing.T) {
+	e := newEnv(t)
+	pid := e.create("Patient", `{"resourceType":"Patient"}`)
+	for range 2 {
+		e.create("Observation", `{"resourceType":"Observation","status":"final","code":{"text":"x"},"subject":{"reference":"Patient/`+pid+`"}}`)
+	}
+	e.create("Encounter", `{"resourceType":"Encounter","status":"finished","class":{"code":"HH"},"subject":{"reference":"Patient/`+pid+`"}}`)
+	e.create("Observation", `{"resourceType":"Observation","status":"final","code":{"text":"someone else"}}`)
+	tests := []struct {
+		name, scope string
+		want        []string
+	}{
+		{"every type", "system/*.*", []string{"Encounter:patient=1", "Encounter:subject=1", "Observation:patient=2", "Observation:subject=2"}},
+		{"only what the token may search", "system/Observation.rs system/Patient.rs", []string{"Observation:patient=2", "Observation:subject=2"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			status, _, body := e.call(http.MethodGet, "/console/api/referrers/Patient/"+pid, "", map[string]string{"Authorization": "Bearer " + e.tokenFor(tc.scope)})
+			if status != http.StatusOK {
+				t.Fatalf("status %d: %s", status, body)
+			}
+			var r struct {
+				Referrers []struct {
+					Type, Param string
+					Count       int
+				}
+			}
+			if err := json.Unmarshal(body, &r); err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, x := range r.Referrers {
+				got = append(got, fmt.Sprintf("%s:%s=%d", x.Type, x.Param, x.Count))
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("referrers = %v, want %v", got, tc.want)
+			}
+		})
+	}
+	if status, _, _ := e.call(http.MethodGet, "/console/api/referrers/Patient", "", nil); status != http.StatusNotFound {
+		t.Errorf("a reference without id: status %d", status)
 	}
 }

@@ -156,6 +156,10 @@ func TestBrowserResourcePageShowsJSONXMLHistoryAndReferrers(t *testing.T) {
 	if got := tb.text("#refs"); !strings.Contains(got, "Observation/"+oid) {
 		t.Errorf("referenced by = %q", got)
 	}
+	counts := eval[[]string](tb, `[...document.querySelectorAll('#refcounts tbody tr')].map(tr => tr.textContent)`)
+	if !slices.Equal(counts, []string{"Observationpatient1", "Observationsubject1"}) {
+		t.Errorf("reference counts = %q", counts)
+	}
 }
 
 func TestBrowserEditShowsEachIssueAtItsElement(t *testing.T) {

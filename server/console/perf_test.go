@@ -35,7 +35,7 @@ func TestBrowserPageLoadTimes(t *testing.T) {
 		{"search Encounter by patient name (chain)", "#/search/Encounter?patient.family=Jerde200&_count=20", "#results-table tbody tr"},
 		{"resource page (Patient JSON)", "#/r/Patient/" + pid, ".json .ln"},
 		{"history with diff", "#/r/Patient/" + pid + "?tab=history", "#history tbody tr"},
-		{"referenced by", "#/r/Patient/" + pid + "?tab=refs", "#refs li"},
+		{"referenced by (counts per reference)", "#/r/Patient/" + pid + "?tab=refs", "#refcounts tbody tr"},
 		{"edit", "#/edit/Patient/" + pid, "#editor"},
 	}
 	var rows []string

@@ -2,7 +2,7 @@
 // history with a side-by-side diff, and the resources pointing at it.
 import {h, enc, fmtDate, confirmDialog} from '../dom.js';
 import * as api from '../api.js';
-import {can, session, go, errorBox} from '../app.js';
+import {can, go, errorBox} from '../app.js';
 import * as json from '../json.js';
 import {narrative} from '../narrative.js';
 import {sideBySide} from '../diff.js';
@@ -96,33 +96,35 @@ async function history(type, id) {
   return h('div', null, table, h('h3', null, 'Differences between A and B'), diffBox);
 }
 
-// referencedBy lists the resources whose references point at this one,
-// asking only for the source types the tenant holds.
+// LIST_LIMIT is how many referring resources are listed one by one; past
+// it the counts link to searches instead.
+const LIST_LIMIT = 50;
+
+// referencedBy counts, per reference parameter, the resources pointing at
+// this one, and lists them with _revinclude when they are few.
 async function referencedBy(type, id) {
-  const all = (await api.consoleApi('references/' + enc(type))).revinclude;
-  const counts = new Map(session.overview.types.map((t) => [t.type, t.count]));
-  const specs = all.filter((s) => { const c = counts.get(s.split(':')[0]); return c === undefined || c > 0; })
-    .filter((s) => can(s.split(':')[0], 's') || can(s.split(':')[0], 'r'));
-  const chunks = [];
-  for (let i = 0; i < specs.length; i += 20) chunks.push(specs.slice(i, i + 20));
-  let bundles;
+  const target = type + '/' + id;
+  let rows;
   try {
-    bundles = await Promise.all(chunks.map((chunk) => {
-      const q = new URLSearchParams({_id: id});
-      for (const s of chunk) q.append('_revinclude', s);
-      return api.get('/' + enc(type) + '?' + q.toString());
-    }));
+    rows = (await api.consoleApi('referrers/' + enc(type) + '/' + enc(id))).referrers;
   } catch (e) {
     return errorBox(e);
   }
+  rows.sort((a, b) => b.count - a.count || a.type.localeCompare(b.type) || a.param.localeCompare(b.param));
+  if (rows.length === 0) return h('p', {class: 'muted', id: 'refs-none'}, 'Nothing on this server refers to ' + target + '.');
+  const table = h('table', {class: 'refcounts', id: 'refcounts'},
+    h('thead', null, h('tr', null, h('th', null, 'Type'), h('th', null, 'Through'), h('th', {class: 'num'}, 'Resources'))),
+    h('tbody', null, rows.map((r) => h('tr', null, h('td', null, r.type), h('td', null, r.param),
+      h('td', {class: 'num'}, h('a', {href: '#/search/' + enc(r.type) + '?' + new URLSearchParams({[r.param]: target})}, String(r.count)))))));
+  const sum = rows.reduce((n, r) => n + r.count, 0);
+  if (sum > LIST_LIMIT) return h('div', null, table, h('p', {class: 'muted'}, sum + ' references; open a count to page through them.'));
+  const q = new URLSearchParams({_id: id});
+  for (const r of rows) q.append('_revinclude', r.type + ':' + r.param);
+  const b = await api.get('/' + enc(type) + '?' + q);
   const found = new Map();
-  for (const b of bundles) {
-    for (const e of b.entry || []) {
-      if (e.search && e.search.mode === 'include') found.set(e.resource.resourceType + '/' + e.resource.id, e.resource);
-    }
+  for (const e of b.entry || []) {
+    if (e.search && e.search.mode === 'include') found.set(e.resource.resourceType + '/' + e.resource.id, e.resource);
   }
-  if (found.size === 0) return h('p', {class: 'muted', id: 'refs-none'}, 'Nothing on this server refers to ' + type + '/' + id + '.');
-  return h('ul', {class: 'refs', id: 'refs'}, [...found.values()].map((r) =>
-    h('li', null, h('a', {href: '#/r/' + enc(r.resourceType) + '/' + enc(r.id)}, r.resourceType + '/' + r.id))));
+  return h('div', null, table, h('ul', {class: 'refs', id: 'refs'}, [...found.values()].map((r) =>
+    h('li', null, h('a', {href: '#/r/' + enc(r.resourceType) + '/' + enc(r.id)}, r.resourceType + '/' + r.id)))));
 }
-
