@@ -90,6 +90,67 @@ func TestPrimitiveValuesMustBeInTheirTypesDomain(t *testing.T) {
 	}
 }
 
+// TestPrimitiveRepresentationRulesOverEveryType applies the JSON rules of a
+// single primitive — null is no value, _name is an object with content —
+// to an element of every primitive type.
+func TestPrimitiveRepresentationRulesOverEveryType(t *testing.T) {
+	v := mustValidator(t)
+	const ext = `{"extension":[{"url":"http://example.org/why","valueCode":"unknown"}]}`
+	rules := []struct {
+		name, value, twin string // twin "" leaves _name out; value "" leaves the value out
+		valid             bool
+	}{
+		{"null without _name is refused", `null`, "", false},
+		{"null with _name is refused", `null`, ext, false},
+		{"_name as a string is refused", "", `"x"`, false},
+		{"_name as a number is refused", "", `1`, false},
+		{"_name as null is refused", "", `null`, false},
+		{"_name as an empty object is refused", "", `{}`, false},
+		{"_name as an array is refused", "", `[` + ext + `]`, false},
+		{"_name beside a bad value is one issue", "bad", ext, false},
+		{"_name without a value is accepted", "", ext, true},
+		{"_name with an id and a value is accepted", "good", `{"id":"a"}`, true},
+	}
+	for _, d := range primitiveDomains {
+		for _, h := range primitiveHosts(d.typ) {
+			i := strings.Index(h.body, `":%s`)
+			if i < 0 {
+				continue // a repeated element
+			}
+			prop := h.body[strings.LastIndex(h.body[:i], `"`)+1 : i]
+			if prop == "id" {
+				continue // Resource.id has no _id
+			}
+			for _, rule := range rules {
+				t.Run(d.typ+" at "+h.expr+": "+rule.name, func(t *testing.T) {
+					value := rule.value
+					switch value {
+					case "good":
+						value = d.valid[0]
+					case "bad":
+						value = d.invalid[0]
+					}
+					var members []string
+					if value != "" {
+						members = append(members, `"`+prop+`":`+value)
+					}
+					if rule.twin != "" {
+						members = append(members, `"_`+prop+`":`+rule.twin)
+					}
+					body := strings.Replace(h.body, `"`+prop+`":%s`, strings.Join(members, ","), 1)
+					if rule.valid {
+						if r := v.Validate(h.typ, []byte(body), fhirschema.Options{}); !r.Valid() {
+							t.Fatalf("rejected %s: %+v", body, r.Issues)
+						}
+						return
+					}
+					wantOneIssueAt(t, v, h.typ, body, h.expr)
+				})
+			}
+		}
+	}
+}
+
 // wantOneIssueAt validates body and expects exactly one error, at expr.
 func wantOneIssueAt(t *testing.T, v *fhirschema.Validator, typ, body, expr string) {
 	t.Helper()

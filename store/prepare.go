@@ -51,6 +51,9 @@ func (s *Store) prepare(ctx context.Context, tenant, typ, id string, body []byte
 	p := &prepared{typ: typ, doc: dec.Doc, numText: dec.NumText}
 	if s.opts.Validate != nil {
 		find := func(ctx context.Context, typ, condition string) ([][]byte, error) {
+			if s.opts.Registry == nil { // a store that cannot search knows no definitions
+				return nil, nil
+			}
 			matches, err := s.matchCondition(ctx, tenant, typ, condition)
 			out := make([][]byte, len(matches))
 			for i, m := range matches {
