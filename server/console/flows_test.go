@@ -132,6 +132,30 @@ func TestBrowserResourcePageShowsJSONXMLHistoryAndReferrers(t *testing.T) {
 		t.Errorf("version badge = %q", got)
 	}
 
+	// The search form's _include and _revinclude.
+	tb.visit("#/search/Observation")
+	tb.wait(`#search-include input[value="Observation:subject"]`)
+	tb.click(`#search-include input[value="Observation:subject"]`)
+	tb.click("#search-submit")
+	tb.wait("#included")
+	if got := tb.text("#included"); !strings.Contains(got, "Patient/"+pid) {
+		t.Errorf("_include lists %q", got)
+	}
+	if !strings.Contains(tb.text("#raw-query"), "_include=Observation%3Asubject") {
+		t.Errorf("raw query = %q", tb.text("#raw-query"))
+	}
+	tb.visit("#/search/Patient")
+	tb.wait("#search-revinclude")
+	tb.waitFor(`document.querySelectorAll('#revinclude-options option').length > 0`)
+	tb.setValue("#search-revinclude", "Observation:subject")
+	tb.click("#search-submit")
+	tb.wait("#included")
+	if got := tb.text("#included"); !strings.Contains(got, "Observation/"+oid) {
+		t.Errorf("_revinclude lists %q", got)
+	}
+	tb.visit("#/r/Patient/" + pid)
+	tb.wait("#tab-xml")
+
 	tb.click("#tab-xml")
 	tb.wait("#xml")
 	xml := tb.text("#xml")
@@ -387,4 +411,27 @@ func TestBrowserResourceContentNeverRunsScript(t *testing.T) {
 	tb.visit("#/")
 	tb.wait("#changes table")
 	noScript("home")
+}
+
+func TestBrowserExportIsOfferedOnlyWhenTheServerListsIt(t *testing.T) {
+	e := newEnv(t)
+	cs := e.fhir(http.MethodGet, "/metadata", "", http.StatusOK)
+	listed := false
+	ops, _ := cs["rest"].([]any)[0].(map[string]any)["operation"].([]any)
+	for _, op := range ops {
+		if op.(map[string]any)["name"] == "export" {
+			listed = true
+		}
+	}
+	tb := newTab(t, e)
+	tb.signIn(e.token)
+	tb.waitFor(`window.fetch && document.querySelector('#nav-export') !== null`)
+	if listed {
+		t.Skip("the server lists $export: TestBrowserExport covers it")
+	}
+	if !eval[bool](tb, `document.querySelector('#nav-export').hidden`) {
+		t.Error("Export is offered by a server without $export")
+	}
+	tb.visit("#/export")
+	tb.wait("main .msg.info")
 }

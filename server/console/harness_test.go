@@ -55,12 +55,39 @@ func newEnv(t testing.TB) *env {
 	st := db.Open(t, opts)
 	tenant := db.Tenant(t, st)
 	cfg := server.Config{BaseDomain: "localhost", DefaultTenant: tenant, Registry: db.Registry(), Version: "test-version"}
-	h := server.New(cfg, st, auth.HS256{Key: testKey, Issuer: auth.DevIssuer, Leeway: time.Minute}, zap.NewNop())
+	// Dev tokens, and the server's own token endpoint (client credentials).
+	key, err := st.SigningKey(context.Background(), auth.GenerateLocalKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	local, err := auth.NewLocalIssuer(key, "", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := &auth.Verifier{Local: local, Dev: &auth.HS256{Key: testKey, Issuer: auth.DevIssuer, Leeway: time.Minute}, Leeway: time.Minute}
+	h := server.New(cfg, st, v, zap.NewNop())
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	e := &env{t: t, srv: srv, store: st, tenant: tenant}
 	e.token = e.tokenFor("system/*.*")
 	return e
+}
+
+// client registers an OAuth client of the env's tenant and returns its
+// id and secret.
+func (e *env) client(scopes ...string) (id, secret string) {
+	e.t.Helper()
+	secret = auth.NewClientSecret()
+	hash, err := auth.HashSecret(secret)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	id = "console-client-" + e.tenant
+	c := store.Client{ID: id, Tenant: e.tenant, Name: "console test", Scopes: scopes, SecretHash: hash, CreatedAt: time.Now()}
+	if err := e.store.CreateClient(context.Background(), c); err != nil {
+		e.t.Fatal(err)
+	}
+	return id, secret
 }
 
 // tokenFor signs a token of the env's tenant with the given scopes.

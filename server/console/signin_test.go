@@ -38,3 +38,27 @@ func TestBrowserSignInShowsTenantScopesAndHome(t *testing.T) {
 	}
 	tb.screenshot("home")
 }
+
+func TestBrowserSignInWithClientCredentials(t *testing.T) {
+	e := newEnv(t)
+	id, secret := e.client("system/*.rs")
+	tb := newTab(t, e)
+	tb.open("#/signin")
+	tb.wait("#signin-client")
+	tb.setValue("#client-id", id)
+	tb.setValue("#client-secret", "wrong")
+	tb.click("#signin-client button[type=submit]")
+	tb.wait("#signin-status .msg.error")
+	tb.setValue("#client-secret", secret)
+	tb.click("#signin-client button[type=submit]")
+	tb.wait("#facts")
+	if got := tb.text("#scopes"); got != "system/*.rs" {
+		t.Errorf("scopes = %q", got)
+	}
+	if got := tb.text("#tenant"); got != e.tenant {
+		t.Errorf("tenant = %q", got)
+	}
+	if tok := eval[string](tb, `sessionStorage.getItem('fhirstore.console.token') || ''`); strings.Count(tok, ".") != 2 {
+		t.Errorf("no token kept after signing in with a client: %q", tok)
+	}
+}
