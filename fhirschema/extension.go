@@ -22,14 +22,10 @@ type ExtensionTypes func(url string) (types []string, known bool)
 
 // extension applies the rules of an Extension: a url, and either one
 // value[x] or nested extensions, never both; when the definition is known
-// the value's type must be one it allows.
+// the value's type must be one it allows, and so must the values of the
+// nested extensions it defines.
 func (w *walker) extension(obj map[string]any, at *loc) {
-	valueKey := ""
-	for k := range obj {
-		if el := w.v.elements["Extension"][k]; el != nil && el.choice == "value" {
-			valueKey = strings.TrimPrefix(k, "_")
-		}
-	}
+	valueKey := extensionValue(w.v, obj)
 	_, nested := obj["extension"]
 	switch {
 	case valueKey != "" && nested:
@@ -40,12 +36,43 @@ func (w *walker) extension(obj map[string]any, at *loc) {
 		return
 	}
 	url, _ := obj["url"].(string)
-	types, known := w.extensionTypes(url)
-	if url == "" || !known {
+	if url == "" {
 		return
 	}
+	types, known := w.extensionTypes(url)
+	if !known {
+		return
+	}
+	w.extensionValue(obj, at, url, types, valueKey)
+	children, _ := obj["extension"].([]any)
+	for i, child := range children {
+		c, _ := child.(map[string]any)
+		name, _ := c["url"].(string)
+		if name == "" || strings.Contains(name, ":") {
+			continue // absolute: an extension of its own, checked as such
+		}
+		if types, known := w.extensionTypes(url + "#" + name); known {
+			w.extensionValue(c, at.child("extension").item(i), url+"#"+name, types, extensionValue(w.v, c))
+		}
+	}
+}
+
+// extensionValue names the value[x] property of an extension, "" for none.
+func extensionValue(v *Validator, obj map[string]any) string {
+	for k := range obj {
+		if el := v.elements["Extension"][k]; el != nil && el.choice == "value" {
+			return strings.TrimPrefix(k, "_")
+		}
+	}
+	return ""
+}
+
+// extensionValue checks the value (valueKey, "" for none) of the extension
+// defined as url against the types its definition allows.
+func (w *walker) extensionValue(obj map[string]any, at *loc, url string, types []string, valueKey string) {
+	_, nested := obj["extension"]
 	if valueKey == "" {
-		if len(types) > 0 {
+		if len(types) > 0 && nested {
 			w.errorf("invalid", at.String(), "the extension %s takes a value of type %s, not nested extensions", url, strings.Join(types, ", "))
 		}
 		return
@@ -59,23 +86,25 @@ func (w *walker) extension(obj map[string]any, at *loc) {
 	}
 }
 
-// extensionTypes looks url up among the core definitions, then among the
-// caller's.
+// extensionTypes looks url (or url#name for an extension nested in the one
+// defined at url) up among the core definitions, then among the caller's.
 func (w *walker) extensionTypes(url string) ([]string, bool) {
 	if types, ok := w.v.coreExtensions[url]; ok {
 		return types, true
 	}
-	if w.opts.Extensions == nil || url == "" {
+	if w.opts.Extensions == nil {
 		return nil, false
 	}
 	return w.opts.Extensions(url)
 }
 
-// ExtensionDefinition reads the URL of the extension a StructureDefinition
-// defines and the value[x] types it allows (none when its value[x] is
-// prohibited: an extension of nested extensions). ok is false when the
-// StructureDefinition defines no extension.
-func ExtensionDefinition(structureDefinition []byte) (url string, types []string, ok bool, err error) {
+// ExtensionDefinitions reads what a StructureDefinition of an extension
+// says of values: the value[x] types its URL allows (none when value[x] is
+// prohibited: an extension of nested extensions), and for each nested
+// extension it defines, under URL#name, the types that one allows. Only
+// what the definition constrains is listed; a StructureDefinition that
+// defines no extension yields nothing.
+func ExtensionDefinitions(structureDefinition []byte) (map[string][]string, error) {
 	var sd struct {
 		URL      string `json:"url"`
 		Type     string `json:"type"`
@@ -87,36 +116,76 @@ func ExtensionDefinition(structureDefinition []byte) (url string, types []string
 		} `json:"differential"`
 	}
 	if err := json.Unmarshal(structureDefinition, &sd); err != nil {
-		return "", nil, false, fmt.Errorf("read StructureDefinition: %w", err)
+		return nil, fmt.Errorf("read StructureDefinition: %w", err)
 	}
+	out := map[string][]string{}
 	if sd.Type != "Extension" || sd.URL == "" {
-		return "", nil, false, nil
+		return out, nil
 	}
 	for _, elems := range [][]extensionElement{sd.Snapshot.Element, sd.Differential.Element} {
-		for _, e := range elems {
-			if e.Path != "Extension.value[x]" {
-				continue
+		readExtensionElements(sd.URL, elems, out)
+	}
+	return out, nil
+}
+
+// readExtensionElements adds the value types elems constrain to out, keeping
+// what an earlier list (the snapshot) said.
+func readExtensionElements(url string, elems []extensionElement, out map[string][]string) {
+	slice, names := "", map[string]string{}
+	found := map[string][]string{}
+	for _, e := range elems {
+		switch e.Path {
+		case "Extension.extension":
+			slice = e.SliceName
+		case "Extension.extension.url":
+			if slice != "" && e.FixedURI != "" {
+				names[slice] = e.FixedURI
 			}
-			if e.Max == "0" {
-				return sd.URL, []string{}, true, nil
+		case "Extension.value[x]":
+			if types, ok := e.valueTypes(); ok {
+				found[url] = types
 			}
-			if len(e.Type) == 0 {
-				continue
+		case "Extension.extension.value[x]":
+			if types, ok := e.valueTypes(); ok && slice != "" {
+				found["#"+slice] = types
 			}
-			types = make([]string, 0, len(e.Type))
-			for _, t := range e.Type {
-				types = append(types, t.Code)
-			}
-			return sd.URL, types, true, nil
 		}
 	}
-	return sd.URL, nil, false, nil
+	for key, types := range found {
+		if name, isSlice := strings.CutPrefix(key, "#"); isSlice {
+			if fixed, ok := names[name]; ok {
+				name = fixed
+			}
+			key = url + "#" + name
+		}
+		if _, known := out[key]; !known {
+			out[key] = types
+		}
+	}
 }
 
 type extensionElement struct {
-	Path string `json:"path"`
-	Max  string `json:"max"`
-	Type []struct {
+	Path      string `json:"path"`
+	SliceName string `json:"sliceName"`
+	Max       string `json:"max"`
+	FixedURI  string `json:"fixedUri"`
+	Type      []struct {
 		Code string `json:"code"`
 	} `json:"type"`
+}
+
+// valueTypes is what a value[x] element allows: no type when it is
+// prohibited; ok is false when it does not say.
+func (e extensionElement) valueTypes() ([]string, bool) {
+	if e.Max == "0" {
+		return []string{}, true
+	}
+	if len(e.Type) == 0 {
+		return nil, false
+	}
+	types := make([]string, 0, len(e.Type))
+	for _, t := range e.Type {
+		types = append(types, t.Code)
+	}
+	return types, true
 }

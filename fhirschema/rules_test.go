@@ -1,6 +1,7 @@
 package fhirschema_test
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 
@@ -235,6 +236,8 @@ func TestExtensionRules(t *testing.T) {
 			return []string{"decimal", "Quantity"}, true
 		case "http://example.org/fhir/StructureDefinition/address-history":
 			return []string{}, true
+		case "http://example.org/fhir/StructureDefinition/address-history#from":
+			return []string{"date"}, true
 		}
 		return nil, false
 	})
@@ -251,6 +254,8 @@ func TestExtensionRules(t *testing.T) {
 		{"a core extension that takes a value given nested extensions", `{"url":"http://hl7.org/fhir/StructureDefinition/patient-mothersMaidenName","extension":[{"url":"a","valueString":"b"}]}`, "Patient.extension[0]"},
 		{"a tenant's extension with a value of a type it does not allow", `{"url":"http://example.org/fhir/StructureDefinition/shoe-size","valueString":"44"}`, "Patient.extension[0].value.ofType(string)"},
 		{"a tenant's extension of nested extensions given a value", `{"url":"http://example.org/fhir/StructureDefinition/address-history","valueString":"x"}`, "Patient.extension[0].value.ofType(string)"},
+		{"a nested extension with a value of a type its definition does not allow", `{"url":"http://example.org/fhir/StructureDefinition/address-history","extension":[{"url":"to","valueString":"x"},{"url":"from","valueString":"x"}]}`, "Patient.extension[0].extension[1].value.ofType(string)"},
+		{"a nested core extension with a value of a type its definition does not allow", `{"url":"http://hl7.org/fhir/StructureDefinition/geolocation","extension":[{"url":"latitude","valueString":"north"},{"url":"longitude","valueDecimal":1}]}`, "Patient.extension[0].extension[0].value.ofType(string)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -275,22 +280,34 @@ func TestExtensionRules(t *testing.T) {
 	}
 }
 
-func TestExtensionDefinitionReadsTheAllowedValueTypes(t *testing.T) {
+func TestExtensionDefinitionsReadTheAllowedValueTypes(t *testing.T) {
 	tests := []struct {
-		name, sd  string
-		wantTypes []string
-		wantOK    bool
+		name, sd string
+		want     map[string][]string
 	}{
-		{"value types from the differential", `{"resourceType":"StructureDefinition","url":"http://x/e","type":"Extension","differential":{"element":[{"path":"Extension.value[x]","type":[{"code":"string"},{"code":"Coding"}]}]}}`, []string{"string", "Coding"}, true},
-		{"value prohibited", `{"resourceType":"StructureDefinition","url":"http://x/e","type":"Extension","snapshot":{"element":[{"path":"Extension.value[x]","max":"0"}]}}`, []string{}, true},
-		{"value unconstrained", `{"resourceType":"StructureDefinition","url":"http://x/e","type":"Extension","differential":{"element":[{"path":"Extension.url"}]}}`, nil, false},
-		{"not an extension", `{"resourceType":"StructureDefinition","url":"http://x/p","type":"Patient"}`, nil, false},
+		{"value types from the differential", `{"resourceType":"StructureDefinition","url":"http://x/e","type":"Extension","differential":{"element":[{"path":"Extension.value[x]","type":[{"code":"string"},{"code":"Coding"}]}]}}`,
+			map[string][]string{"http://x/e": {"string", "Coding"}}},
+		{"value prohibited", `{"resourceType":"StructureDefinition","url":"http://x/e","type":"Extension","snapshot":{"element":[{"path":"Extension.value[x]","max":"0"}]}}`,
+			map[string][]string{"http://x/e": {}}},
+		{"nested extensions by slice and fixed url", `{"resourceType":"StructureDefinition","url":"http://x/race","type":"Extension","differential":{"element":[
+			{"id":"Extension.extension:omb","path":"Extension.extension","sliceName":"omb"},
+			{"id":"Extension.extension:omb.url","path":"Extension.extension.url","fixedUri":"ombCategory"},
+			{"id":"Extension.extension:omb.value[x]","path":"Extension.extension.value[x]","type":[{"code":"Coding"}]},
+			{"id":"Extension.extension:text","path":"Extension.extension","sliceName":"text"},
+			{"id":"Extension.extension:text.value[x]","path":"Extension.extension.value[x]","type":[{"code":"string"}]},
+			{"id":"Extension.value[x]","path":"Extension.value[x]","max":"0"}]}}`,
+			map[string][]string{"http://x/race": {}, "http://x/race#ombCategory": {"Coding"}, "http://x/race#text": {"string"}}},
+		{"the snapshot before the differential", `{"resourceType":"StructureDefinition","url":"http://x/e","type":"Extension","snapshot":{"element":[{"path":"Extension.value[x]","type":[{"code":"code"}]}]},"differential":{"element":[{"path":"Extension.value[x]","type":[{"code":"string"}]}]}}`,
+			map[string][]string{"http://x/e": {"code"}}},
+		{"value unconstrained", `{"resourceType":"StructureDefinition","url":"http://x/e","type":"Extension","differential":{"element":[{"path":"Extension.url"}]}}`,
+			map[string][]string{}},
+		{"not an extension", `{"resourceType":"StructureDefinition","url":"http://x/p","type":"Patient"}`, map[string][]string{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, types, ok, err := fhirschema.ExtensionDefinition([]byte(tt.sd))
-			if err != nil || ok != tt.wantOK || strings.Join(types, ",") != strings.Join(tt.wantTypes, ",") || (tt.wantTypes != nil) != (types != nil) {
-				t.Fatalf("got %v %v %v", types, ok, err)
+			got, err := fhirschema.ExtensionDefinitions([]byte(tt.sd))
+			if err != nil || !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("got %#v %v, want %#v", got, err, tt.want)
 			}
 		})
 	}

@@ -263,19 +263,32 @@ func TestExtensionsAreCheckedAgainstTheTenantsDefinitions(t *testing.T) {
 	withValue := func(value string) string {
 		return `{"resourceType":"Patient","extension":[{"url":"` + url + `",` + value + `}]}`
 	}
+	const raceURL = "http://example.org/fhir/StructureDefinition/race"
+	race := `{"resourceType":"StructureDefinition","url":"` + raceURL + `","name":"Race","status":"active","kind":"complex-type","abstract":false,
+		"type":"Extension","baseDefinition":"http://hl7.org/fhir/StructureDefinition/Extension","derivation":"constraint",
+		"differential":{"element":[
+			{"id":"Extension.extension:category","path":"Extension.extension","sliceName":"category"},
+			{"id":"Extension.extension:category.url","path":"Extension.extension.url","fixedUri":"category"},
+			{"id":"Extension.extension:category.value[x]","path":"Extension.extension.value[x]","type":[{"code":"Coding"}]},
+			{"id":"Extension.value[x]","path":"Extension.value[x]","max":"0"}]}}`
 	e, other := newEnv(t), newEnv(t)
 	e.create("StructureDefinition", definition)
+	e.create("StructureDefinition", race)
 	tests := []struct {
 		name   string
 		env    *env
 		body   string
 		status int
+		expr   string
 	}{
-		{"a value of an allowed type", e, withValue(`"valueQuantity":{"value":44,"unit":"EU"}`), http.StatusCreated},
-		{"a value of another allowed type", e, withValue(`"valueDecimal":44`), http.StatusCreated},
-		{"a value of a type the definition does not allow", e, withValue(`"valueString":"44"`), http.StatusUnprocessableEntity},
-		{"nested extensions where the definition wants a value", e, `{"resourceType":"Patient","extension":[{"url":"` + url + `","extension":[{"url":"eu","valueString":"44"}]}]}`, http.StatusUnprocessableEntity},
-		{"any value in a tenant without the definition", other, withValue(`"valueString":"44"`), http.StatusCreated},
+		{"a value of an allowed type", e, withValue(`"valueQuantity":{"value":44,"unit":"EU"}`), http.StatusCreated, ""},
+		{"a value of another allowed type", e, withValue(`"valueDecimal":44`), http.StatusCreated, ""},
+		{"a value of a type the definition does not allow", e, withValue(`"valueString":"44"`), http.StatusUnprocessableEntity, "Patient.extension[0].value.ofType(string)"},
+		{"nested extensions where the definition wants a value", e, `{"resourceType":"Patient","extension":[{"url":"` + url + `","extension":[{"url":"eu","valueString":"44"}]}]}`, http.StatusUnprocessableEntity, "Patient.extension[0]"},
+		{"any value in a tenant without the definition", other, withValue(`"valueString":"44"`), http.StatusCreated, ""},
+		{"nested extensions of the types the definition allows", e, `{"resourceType":"Patient","extension":[{"url":"` + raceURL + `","extension":[{"url":"category","valueCoding":{"code":"x"}}]}]}`, http.StatusCreated, ""},
+		{"a nested extension of a type the definition does not allow", e, `{"resourceType":"Patient","extension":[{"url":"` + raceURL + `","extension":[{"url":"category","valueString":"x"}]}]}`, http.StatusUnprocessableEntity, "Patient.extension[0].extension[0].value.ofType(string)"},
+		{"a value where the definition wants nested extensions", e, `{"resourceType":"Patient","extension":[{"url":"` + raceURL + `","valueString":"x"}]}`, http.StatusUnprocessableEntity, "Patient.extension[0].value.ofType(string)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -286,7 +299,7 @@ func TestExtensionsAreCheckedAgainstTheTenantsDefinitions(t *testing.T) {
 				}
 				return
 			}
-			wantOutcome(t, r, tt.status, "Patient.extension[0]")
+			wantOutcome(t, r, tt.status, tt.expr)
 		})
 	}
 	wantOutcome(t, e.post("/Patient/$validate", withValue(`"valueString":"44"`)), http.StatusUnprocessableEntity, "Patient.extension[0].value.ofType(string)")

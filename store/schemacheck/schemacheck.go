@@ -18,7 +18,7 @@ import (
 // definition is a StructureDefinition of the tenant are checked against it.
 func Validator(v *fhirschema.Validator) store.Validator {
 	return func(ctx context.Context, in store.Validation) ([]store.Issue, error) {
-		defs := &tenantExtensions{ctx: ctx, find: in.Find, known: map[string]extension{}}
+		defs := &tenantExtensions{ctx: ctx, find: in.Find, known: map[string][]string{}, lookedUp: map[string]bool{}}
 		r := v.Validate(in.Type, in.Body, fhirschema.Options{Lenient: in.Lenient, Extensions: defs.types})
 		if defs.err != nil {
 			return nil, fmt.Errorf("read extension definitions: %w", defs.err)
@@ -42,39 +42,48 @@ func Validator(v *fhirschema.Validator) store.Validator {
 // tenantExtensions finds extension definitions among the tenant's
 // StructureDefinitions, each URL once per validation.
 type tenantExtensions struct {
-	ctx   context.Context
-	find  func(ctx context.Context, typ, condition string) ([][]byte, error)
-	known map[string]extension
-	err   error
+	ctx  context.Context
+	find func(ctx context.Context, typ, condition string) ([][]byte, error)
+	// known holds what the definitions read so far say (see
+	// fhirschema.ExtensionDefinitions); looked up records the URLs asked for.
+	known    map[string][]string
+	lookedUp map[string]bool
+	err      error
 }
 
-type extension struct {
-	types []string
-	ok    bool
-}
-
+// types answers for url, or url#name for an extension nested in the one
+// defined at url.
 func (t *tenantExtensions) types(u string) ([]string, bool) {
+	base, _, _ := strings.Cut(u, "#")
 	// Only an absolute URL names a definition; the relative ones name the
 	// parts of a complex extension.
-	if t.find == nil || t.err != nil || !strings.Contains(u, ":") {
+	if t.find == nil || t.err != nil || !strings.Contains(base, ":") {
 		return nil, false
 	}
-	if e, seen := t.known[u]; seen {
-		return e.types, e.ok
+	if !t.lookedUp[base] {
+		t.lookedUp[base] = true
+		t.err = t.read(base)
 	}
-	var e extension
+	types, ok := t.known[u]
+	return types, ok
+}
+
+// read adds what the tenant's definition of the extension at url says.
+func (t *tenantExtensions) read(u string) error {
 	found, err := t.find(t.ctx, "StructureDefinition", "url="+url.QueryEscape(u))
 	if err != nil {
-		t.err = err
-		return nil, false
+		return err
 	}
 	for _, sd := range found {
-		defined, types, ok, err := fhirschema.ExtensionDefinition(sd)
-		if err == nil && ok && defined == u {
-			e = extension{types: types, ok: true}
-			break
+		defs, err := fhirschema.ExtensionDefinitions(sd)
+		if err != nil {
+			continue // not ours to judge here: it was validated when stored
+		}
+		for key, types := range defs {
+			if key == u || strings.HasPrefix(key, u+"#") {
+				t.known[key] = types
+			}
 		}
 	}
-	t.known[u] = e
-	return e.types, e.ok
+	return nil
 }
