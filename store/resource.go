@@ -309,6 +309,9 @@ func (s *Store) buildVersion(in *prepared, id string, cur *storedDoc, method str
 			return nil, err
 		}
 	}
+	if err := s.checkLimits(v); err != nil {
+		return nil, err
+	}
 	return v, nil
 }
 

@@ -111,6 +111,9 @@ type Options struct {
 	// store may keep search results that only its own writes can change
 	// (the criteria of conditional references and creates in bulk loads).
 	Exclusive bool
+	// Limits, when set, replace the engine's own limits (Engine.Limits):
+	// a stricter deployment target, or tests.
+	Limits *engine.Limits
 	// Fault, when set, is called at each Fault* point of a transaction
 	// commit; an error stops the commit there as a crash would (tests).
 	Fault func(point string) error
@@ -125,6 +128,8 @@ type Options struct {
 type Store struct {
 	eng  engine.Engine
 	opts Options
+	// limits are the engine's refusals known in advance (checkLimits).
+	limits engine.Limits
 	log  *zap.Logger
 	// indexed remembers the "tenant/type" collections whose search
 	// indexes this process has ensured.
@@ -174,6 +179,11 @@ func Open(ctx context.Context, eng engine.Engine, opts Options) (*Store, error) 
 	if err := s.Ping(ctx); err != nil {
 		_ = eng.Close(context.WithoutCancel(ctx))
 		return nil, err
+	}
+	if opts.Limits != nil {
+		s.limits = *opts.Limits
+	} else {
+		s.limits = s.eng.Limits(ctx)
 	}
 	return s, nil
 }

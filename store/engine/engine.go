@@ -76,6 +76,10 @@ type Engine interface {
 	Close(ctx context.Context) error
 	// Name says which engine this is ("sqlite", "mongodb"), for logs and metrics.
 	Name() string
+	// Limits are the refusals of the database known in advance (it may
+	// ask the server which one it is; it falls back to the strictest
+	// limits it knows when the server does not answer).
+	Limits(ctx context.Context) Limits
 }
 
 // Database is a namespace of collections.

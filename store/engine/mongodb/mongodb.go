@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -320,4 +321,56 @@ func isDuplicateCode(code int) bool { return code == 11000 || code == 11001 || c
 func isNamespaceNotFound(err error) bool {
 	var ce mongo.CommandError
 	return errors.As(err, &ce) && (ce.Code == 26 || ce.Name == "NamespaceNotFound")
+}
+
+// Limits of the servers the driver may reach. MongoDB refuses documents
+// over 16 MiB; before 4.2 it also refused index keys over 1024 bytes.
+// FerretDB 1.x on PostgreSQL indexes the whole JSON value at an indexed
+// path as one B-tree row, which PostgreSQL caps at 2704 bytes; 2400 bytes
+// of BSON leaves room for its own encoding. FerretDB does not say which
+// backend it runs on, so FerretDB 1.x gets that bound on every backend.
+const (
+	legacyIndexKeyBytes   = 1024
+	ferretDBIndexKeyBytes = 2400
+)
+
+// Limits asks the server which one it is (buildInfo) and returns its
+// limits; without an answer, the strictest of those it knows.
+func (e *Engine) Limits(ctx context.Context) engine.Limits {
+	var info struct {
+		Version         string  `bson:"version"`
+		VersionArray    []int32 `bson:"versionArray"`
+		FerretDBVersion string  `bson:"ferretdbVersion"`
+	}
+	err := e.client.Database("admin").RunCommand(ctx, bson.D{{Key: "buildInfo", Value: 1}}).Decode(&info)
+	return limitsOf(err == nil, info.VersionArray, info.FerretDBVersion)
+}
+
+// ferretDBMajor is the major version of a FerretDB version ("v1.24.2"),
+// 0 when it does not say ("unknown" when FerretDB is embedded).
+func ferretDBMajor(v string) int {
+	major, _, _ := strings.Cut(strings.TrimPrefix(v, "v"), ".")
+	n, err := strconv.Atoi(major)
+	if err != nil {
+		return 0
+	}
+	return n
+}
+
+// limitsOf picks the limits of a server from its buildInfo (known false:
+// no answer).
+func limitsOf(known bool, versionArray []int32, ferretDB string) engine.Limits {
+	l := engine.Limits{MaxDocumentBytes: 16 * engine.MiB, Source: "MongoDB"}
+	switch {
+	case !known || ferretDB != "" && ferretDBMajor(ferretDB) < 2:
+		l.MaxIndexKeyBytes, l.WholeArrayKeys, l.Source = ferretDBIndexKeyBytes, true, "FerretDB 1.x (on PostgreSQL)"
+		if !known {
+			l.Source = "the database (limits of FerretDB 1.x on PostgreSQL assumed)"
+		}
+	case ferretDB != "":
+		l.Source = "FerretDB"
+	case len(versionArray) >= 2 && (versionArray[0] < 4 || versionArray[0] == 4 && versionArray[1] < 2):
+		l.MaxIndexKeyBytes = legacyIndexKeyBytes
+	}
+	return l
 }

@@ -88,3 +88,22 @@ func TestMongoDBEngineConformsToTheGrammar(t *testing.T) {
 		return eng
 	})
 }
+
+// TestMongoDBEngineStatesTheServersLimits: the engine asks the server
+// which one it is and states that server's limits.
+func TestMongoDBEngineStatesTheServersLimits(t *testing.T) {
+	uri := ferretURI(t)
+	eng, err := mongodb.Open(uri, mongodb.Options{ServerSelectionTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close(context.Background())
+	l := eng.Limits(context.Background())
+	if l.MaxDocumentBytes != 16*engine.MiB {
+		t.Fatalf("document limit %d, want 16 MiB", l.MaxDocumentBytes)
+	}
+	ferret := os.Getenv("FHIRSTORE_TEST_MONGODB_URI") == ""
+	if ferret && (!l.WholeArrayKeys || l.MaxIndexKeyBytes != 2400 || l.Source != "FerretDB 1.x (on PostgreSQL)") {
+		t.Fatalf("FerretDB 1.x limits: %+v", l)
+	}
+}

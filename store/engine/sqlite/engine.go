@@ -135,3 +135,11 @@ func checkDatabaseName(name string) error {
 	}
 	return nil
 }
+
+// Limits of the embedded engine: SQLite itself would keep documents up to
+// 1 GB and index values of any length (long ones go to overflow pages),
+// so the engine takes MongoDB's 16 MiB document limit, which keeps every
+// stored resource movable to a MongoDB deployment, and no key limit.
+func (e *Engine) Limits(context.Context) engine.Limits {
+	return engine.Limits{MaxDocumentBytes: 16 * engine.MiB, Source: "the embedded engine"}
+}
