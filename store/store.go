@@ -130,7 +130,7 @@ type Store struct {
 	opts Options
 	// limits are the engine's refusals known in advance (checkLimits).
 	limits engine.Limits
-	log  *zap.Logger
+	log    *zap.Logger
 	// indexed remembers the "tenant/type" collections whose search
 	// indexes this process has ensured.
 	indexed sync.Map
