@@ -50,6 +50,8 @@ var errorTable = []struct {
 	{store.ErrInvalidID, http.StatusBadRequest, "value"},
 	{store.ErrTenantNotFound, http.StatusNotFound, "not-found"},
 	{store.ErrUnavailable, http.StatusServiceUnavailable, "transient"},
+	{store.ErrRecovering, http.StatusServiceUnavailable, "transient"},
+	{store.ErrQuarantined, http.StatusInternalServerError, "exception"},
 	{auth.ErrInvalidToken, http.StatusUnauthorized, "login"},
 	{context.DeadlineExceeded, http.StatusServiceUnavailable, "timeout"},
 }
@@ -72,13 +74,19 @@ func toHTTPError(err error) *httpError {
 	for _, row := range errorTable {
 		if errors.Is(err, row.err) {
 			msg := err.Error()
-			if row.status >= 500 { // driver messages name internal addresses
+			if row.status >= 500 && !held(err) { // driver messages name internal addresses
 				msg = "the database did not answer in time; try again later"
 			}
 			return fail(row.status, row.code, msg, "")
 		}
 	}
 	return fail(http.StatusInternalServerError, "exception", "internal server error", "")
+}
+
+// held tells the errors of resources held by an unapplied transaction,
+// whose messages the store writes for clients.
+func held(err error) bool {
+	return errors.Is(err, store.ErrRecovering) || errors.Is(err, store.ErrQuarantined)
 }
 
 // abort answers the request with an error for err: an OperationOutcome on

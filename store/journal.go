@@ -41,6 +41,13 @@ const (
 	FaultDecide  = "txn.decide"  // before the commit point
 	FaultCurrent = "txn.current" // after the commit point, before current rows
 	FaultDone    = "txn.done"    // after current rows, before the journal is cleared
+	// FaultPutCurrent is called just before the current rows are put,
+	// after FaultCurrent: an error there is the database refusing them.
+	FaultPutCurrent = "txn.putcurrent"
+	// FaultRollForward is called by recovery before it puts the current
+	// rows of a committed transaction: an error there is a roll-forward
+	// the database refuses.
+	FaultRollForward = "txn.rollforward"
 )
 
 // journalEntry records an undecided or unfinished transaction.
@@ -48,6 +55,14 @@ type journalEntry struct {
 	ID   string       `bson:"_id"`
 	At   time.Time    `bson:"at"`
 	Keys []journalKey `bson:"keys"`
+	// Attempts counts the failed attempts to apply a committed
+	// transaction; the next is due at RetryAt. Quarantined ones wait for
+	// an operator; Abandoning ones are being undone (quarantine.go).
+	Attempts    int       `bson:"attempts,omitempty"`
+	RetryAt     time.Time `bson:"retryAt,omitempty"`
+	LastError   string    `bson:"lastError,omitempty"`
+	Quarantined bool      `bson:"quarantined,omitempty"`
+	Abandoning  bool      `bson:"abandoning,omitempty"`
 }
 
 type journalKey struct {
@@ -126,9 +141,14 @@ func (s *Store) commitJournal(ctx context.Context, tenant string, versions []*ve
 	if err := s.fault(FaultCurrent); err != nil {
 		return err
 	}
-	if err := s.putCurrentRows(ctx, tenant, versions, exists); err != nil {
-		// Committed: recovery rolls the current rows forward later.
-		s.log.Warn("transaction committed, current rows deferred to recovery", zap.String("tenant", tenant), zap.String("txn", txn), zap.Error(err))
+	err = s.fault(FaultPutCurrent)
+	if err == nil {
+		err = s.putCurrentRows(ctx, tenant, versions, exists)
+	}
+	if err != nil {
+		// Committed: recovery rolls the current rows forward later, and
+		// holds the resources until then (quarantine.go).
+		s.failedAttempt(ctx, tenant, &entry, err)
 		return nil
 	}
 	if err := s.fault(FaultDone); err != nil {
@@ -241,23 +261,20 @@ func (s *Store) rollBack(ctx context.Context, tenant string, entry *journalEntry
 // rollForward puts the current rows of a committed transaction from its
 // history rows.
 func (s *Store) rollForward(ctx context.Context, tenant string, entry *journalEntry) error {
+	if err := s.fault(FaultRollForward); err != nil {
+		return err
+	}
 	for _, k := range entry.Keys {
 		var h historyDoc
 		err := engine.FindOneInto(ctx, s.tenantDB(tenant).Collection(historyCollection), bson.D{{Key: "_id", Value: historyKey(k.Type, k.ID, k.VID)}}, nil, &h)
 		if err != nil {
 			return dbError("read committed history row", err)
 		}
-		doc := storedDoc{ID: h.ID, VID: h.VID, LastUpdated: h.LastUpdated, Deleted: h.Method == "DELETE", Method: h.Method, Resource: h.Resource, NumText: h.NumText}
-		if !doc.Deleted {
-			res, err := h.toResource()
-			if err != nil {
-				return err
-			}
-			if doc.Idx, doc.Sort, err = s.index(h.Type, res.JSON); err != nil {
-				return err
-			}
+		doc, err := s.currentFromHistory(&h)
+		if err != nil {
+			return err
 		}
-		if err := s.putCurrent(ctx, tenant, h.Type, &doc, false); err != nil {
+		if err := s.putCurrent(ctx, tenant, h.Type, doc, false); err != nil {
 			return err
 		}
 	}
@@ -265,9 +282,13 @@ func (s *Store) rollForward(ctx context.Context, tenant string, entry *journalEn
 	return nil
 }
 
-// RecoveryReport counts what Recover did.
+// RecoveryReport counts what Recover did: transactions finished either
+// way, failed attempts to apply committed ones, and of these the ones
+// quarantined (and, in Recovered, abandoned by an operator).
 type RecoveryReport struct {
 	RolledForward, RolledBack int
+	Failed, Quarantined       int
+	Abandoned                 int
 }
 
 // Recover finishes transactions interrupted by a crash in every tenant:
@@ -284,6 +305,8 @@ func (s *Store) Recover(ctx context.Context, olderThan time.Duration) (RecoveryR
 		r, err := s.RecoverTenant(ctx, t.Name, olderThan)
 		total.RolledForward += r.RolledForward
 		total.RolledBack += r.RolledBack
+		total.Failed += r.Failed
+		total.Quarantined += r.Quarantined
 		if err != nil {
 			return total, err
 		}
@@ -294,25 +317,25 @@ func (s *Store) Recover(ctx context.Context, olderThan time.Duration) (RecoveryR
 // Recovered counts the transactions every Recover and RecoverTenant of
 // this Store has finished since it was opened.
 func (s *Store) Recovered() RecoveryReport {
-	return RecoveryReport{RolledForward: int(s.rolledForward.Load()), RolledBack: int(s.rolledBack.Load())}
+	return RecoveryReport{RolledForward: int(s.rolledForward.Load()), RolledBack: int(s.rolledBack.Load()),
+		Failed: int(s.failedTotal.Load()), Quarantined: int(s.quarantinedTotal.Load()), Abandoned: int(s.abandonedTotal.Load())}
 }
 
-// RecoverTenant is Recover for one tenant.
+// RecoverTenant is Recover for one tenant. A committed transaction that
+// cannot be applied is retried with a backoff and quarantined after
+// Options.RecoveryAttempts attempts; it fails no recovery pass (only a
+// database out of reach does).
 func (s *Store) RecoverTenant(ctx context.Context, tenant string, olderThan time.Duration) (RecoveryReport, error) {
 	var r RecoveryReport
-	db := s.tenantDB(tenant)
-	cutoff := s.opts.Now().UTC().Add(-olderThan)
-	cur, err := db.Collection(txnJournal).Find(ctx, bson.D{{Key: "at", Value: bson.D{{Key: "$lte", Value: cutoff}}}}, nil)
+	now := s.opts.Now().UTC()
+	cutoff := now.Add(-olderThan)
+	entries, err := s.journal(ctx, tenant, bson.D{{Key: "at", Value: bson.D{{Key: "$lte", Value: cutoff}}}})
 	if err != nil {
-		return r, dbError("read transaction journal", err)
-	}
-	var entries []journalEntry
-	if err := engine.All(ctx, cur, &entries); err != nil {
-		return r, dbError("read transaction journal", err)
+		return r, err
 	}
 	for i := range entries {
 		e := &entries[i]
-		if _, live := s.live.Load(e.ID); live {
+		if _, live := s.live.Load(e.ID); live || e.Quarantined || e.Abandoning || e.Attempts > 0 && now.Before(e.RetryAt) {
 			continue
 		}
 		committed, err := s.decide(ctx, tenant, e.ID, false)
@@ -321,7 +344,15 @@ func (s *Store) RecoverTenant(ctx context.Context, tenant string, olderThan time
 		}
 		if committed {
 			if err := s.rollForward(ctx, tenant, e); err != nil {
-				return r, fmt.Errorf("roll transaction %s forward: %w", e.ID, err)
+				if errors.Is(err, ErrUnavailable) {
+					return r, fmt.Errorf("roll transaction %s forward: %w", e.ID, err)
+				}
+				s.failedAttempt(ctx, tenant, e, err)
+				r.Failed++
+				if e.Quarantined {
+					r.Quarantined++
+				}
+				continue
 			}
 			r.RolledForward++
 			s.rolledForward.Add(1)
@@ -331,6 +362,9 @@ func (s *Store) RecoverTenant(ctx context.Context, tenant string, olderThan time
 			s.rolledBack.Add(1)
 		}
 		s.log.Info("recovered transaction", zap.String("tenant", tenant), zap.String("txn", e.ID), zap.Bool("committed", committed))
+	}
+	if err := s.refreshHeld(ctx, tenant); err != nil {
+		return r, err
 	}
 	return r, s.dropStaleDecisions(ctx, tenant, cutoff)
 }

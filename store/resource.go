@@ -134,6 +134,9 @@ func (s *Store) Update(ctx context.Context, tenant, typ, id string, body []byte,
 	if err != nil {
 		return nil, false, err
 	}
+	if err := s.checkHeld(tenant, typ, id); err != nil {
+		return nil, false, fmt.Errorf("update %s/%s: %w", typ, id, err)
+	}
 	cur, err := s.current(ctx, tenant, typ, id)
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return nil, false, fmt.Errorf("update %s/%s: %w", typ, id, err)
@@ -156,6 +159,9 @@ func (s *Store) Delete(ctx context.Context, tenant, typ, id string, opts WriteOp
 	}
 	if err := ValidateID(id); err != nil {
 		return nil, err
+	}
+	if err := s.checkHeld(tenant, typ, id); err != nil {
+		return nil, fmt.Errorf("delete %s/%s: %w", typ, id, err)
 	}
 	cur, err := s.current(ctx, tenant, typ, id)
 	if err != nil && !errors.Is(err, ErrNotFound) {
@@ -209,6 +215,9 @@ func (s *Store) Read(ctx context.Context, tenant, typ, id string) (*Resource, er
 	}
 	if ValidateID(id) != nil {
 		return nil, fmt.Errorf("read %s/%s: %w", typ, id, ErrNotFound)
+	}
+	if err := s.checkHeld(tenant, typ, id); err != nil {
+		return nil, fmt.Errorf("read %s/%s: %w", typ, id, err)
 	}
 	cur, err := s.current(ctx, tenant, typ, id)
 	if err != nil {

@@ -78,6 +78,9 @@ func (s *Store) Search(ctx context.Context, tenant string, q *search.Query) (*Se
 	if page, err = fillSearchPage(page, q, keys, rows, cur); err != nil {
 		return nil, err
 	}
+	if err := s.checkHeldResources(tenant, page.Entries); err != nil {
+		return nil, err
+	}
 	page.Included, err = s.includes(ctx, tenant, q, page.Entries)
 	return page, err
 }

@@ -122,6 +122,12 @@ type Options struct {
 	// must be before it is taken as abandoned by a crashed process (default
 	// 2m, longer than any transaction should run).
 	LockTimeout, LockLease time.Duration
+	// RecoveryAttempts is how many times recovery tries to apply a
+	// committed transaction before it quarantines it (default 5);
+	// RecoveryBackoff the wait after the first failure, doubled after
+	// each further one up to an hour (default 1s).
+	RecoveryAttempts int
+	RecoveryBackoff  time.Duration
 }
 
 // Store is a handle on the database; it is safe for concurrent use.
@@ -143,8 +149,13 @@ type Store struct {
 	// leaves them alone however old they are.
 	live sync.Map
 	// rolledForward and rolledBack count what recovery has done since
-	// Open (metrics).
-	rolledForward, rolledBack atomic.Int64
+	// Open, failedTotal its failed attempts, quarantinedTotal and
+	// abandonedTotal the transactions it gave up and operators undid
+	// (metrics).
+	rolledForward, rolledBack                     atomic.Int64
+	failedTotal, quarantinedTotal, abandonedTotal atomic.Int64
+	// held are the resources of committed transactions not yet applied.
+	held held
 	// outbox, when set, decides which writes announce their changes
 	// (outbox.go); probeMu serializes subscription matching.
 	outbox  atomic.Pointer[Outbox]
@@ -171,6 +182,12 @@ func Open(ctx context.Context, eng engine.Engine, opts Options) (*Store, error) 
 	}
 	if opts.LockTimeout == 0 {
 		opts.LockTimeout = 30 * time.Second
+	}
+	if opts.RecoveryAttempts <= 0 {
+		opts.RecoveryAttempts = defaultRecoveryAttempts
+	}
+	if opts.RecoveryBackoff <= 0 {
+		opts.RecoveryBackoff = defaultRecoveryBackoff
 	}
 	if opts.LockLease == 0 {
 		opts.LockLease = 2 * time.Minute

@@ -263,6 +263,9 @@ func (t *txn) loadCurrent(ctx context.Context) error {
 		if o.Method == "POST" || o.ID == "" || o.result.Outcome != 0 {
 			continue
 		}
+		if err := t.s.checkHeld(t.tenant, o.Type, o.ID); err != nil {
+			return o.fail(err)
+		}
 		o.cur = current[o.key()]
 		if err := t.checkCurrent(o); err != nil {
 			return o.fail(err)
