@@ -107,22 +107,44 @@ func dbCommandLabel(name string) string {
 	return "other"
 }
 
-var recoveryDesc = prometheus.NewDesc("fhirstore_txn_recoveries_total",
-	"Unfinished transactions the journal recovery finished since the process started, by outcome (rolled_forward or rolled_back).",
-	[]string{"outcome"}, nil)
+var (
+	recoveryDesc = prometheus.NewDesc("fhirstore_txn_recoveries_total",
+		"Unfinished transactions the journal recovery finished since the process started, by outcome (rolled_forward, rolled_back), "+
+			"and committed ones it gave up (quarantined) or an operator undid (abandoned).",
+		[]string{"outcome"}, nil)
+	applyFailuresDesc = prometheus.NewDesc("fhirstore_txn_apply_failures_total",
+		"Failed attempts to apply a committed transaction (the database refused its current rows) since the process started.",
+		nil, nil)
+	heldDesc = prometheus.NewDesc("fhirstore_txn_held",
+		"Committed transactions not applied, whose resources answer 5xx, by state: retrying (with a backoff) or quarantined (until fhirstore recover).",
+		[]string{"state"}, nil)
+)
 
 // recoveryCollector reports the store's recovery counts at each scrape.
 type recoveryCollector struct{ m *Metrics }
 
-func (rc recoveryCollector) Describe(ch chan<- *prometheus.Desc) { ch <- recoveryDesc }
+func (rc recoveryCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- recoveryDesc
+	ch <- applyFailuresDesc
+	ch <- heldDesc
+}
 
 func (rc recoveryCollector) Collect(ch chan<- prometheus.Metric) {
 	var r store.RecoveryReport
+	var retrying, quarantined int
 	if st := rc.m.store.Load(); st != nil {
 		r = st.Recovered()
+		retrying, quarantined = st.HeldTransactions()
 	}
-	ch <- prometheus.MustNewConstMetric(recoveryDesc, prometheus.CounterValue, float64(r.RolledForward), "rolled_forward")
-	ch <- prometheus.MustNewConstMetric(recoveryDesc, prometheus.CounterValue, float64(r.RolledBack), "rolled_back")
+	for _, o := range []struct {
+		outcome string
+		n       int
+	}{{"rolled_forward", r.RolledForward}, {"rolled_back", r.RolledBack}, {"quarantined", r.Quarantined}, {"abandoned", r.Abandoned}} {
+		ch <- prometheus.MustNewConstMetric(recoveryDesc, prometheus.CounterValue, float64(o.n), o.outcome)
+	}
+	ch <- prometheus.MustNewConstMetric(applyFailuresDesc, prometheus.CounterValue, float64(r.Failed))
+	ch <- prometheus.MustNewConstMetric(heldDesc, prometheus.GaugeValue, float64(retrying), "retrying")
+	ch <- prometheus.MustNewConstMetric(heldDesc, prometheus.GaugeValue, float64(quarantined), "quarantined")
 }
 
 // metricsHandler serves /metrics without a token, like /healthz: the

@@ -30,6 +30,7 @@ var settings = []setting{
 	{"subscription-attempts", "FHIRSTORE_SUBSCRIPTION_ATTEMPTS", "5", "delivery attempts of a notification before its Subscription is set to error"},
 	{"subscription-timeout", "FHIRSTORE_SUBSCRIPTION_TIMEOUT", "10s", "how long a Subscription endpoint may take to answer a notification"},
 	{"subscription-backoff", "FHIRSTORE_SUBSCRIPTION_BACKOFF", "1s", "wait before the first retry of a failed notification; it doubles with each further one (at most 5m)"},
+	{"txn-recovery-attempts", "FHIRSTORE_TXN_RECOVERY_ATTEMPTS", "5", "failed attempts to apply a committed transaction before it is quarantined (retried after --txn-recovery-age, doubling)"},
 	{"log-level", "FHIRSTORE_LOG_LEVEL", "info", "log level: debug, info, warn or error"},
 	{"shutdown-timeout", "FHIRSTORE_SHUTDOWN_TIMEOUT", "20s", "how long a graceful shutdown waits for requests in flight"},
 	{"read-header-timeout", "FHIRSTORE_READ_HEADER_TIMEOUT", "10s", "how long a client may take to send a request's headers before the connection is cut"},
@@ -56,6 +57,9 @@ var settings = []setting{
 	{"token", "FHIRSTORE_TOKEN", "", "bearer token for --url; empty signs a dev token for --tenant with the data dir's key"},
 	{"workers", "FHIRSTORE_LOAD_WORKERS", "4", "Bundles sent at the same time"},
 	{"batch-size", "FHIRSTORE_LOAD_BATCH_SIZE", "500", "ndjson lines per transaction Bundle"},
+	{"list", "FHIRSTORE_RECOVER_LIST", "false", "list the unfinished transactions of every tenant (what recover does without --retry or --abandon)"},
+	{"retry", "FHIRSTORE_RECOVER_RETRY", "", "apply the committed transaction with this id now, quarantined or not; all: every one recovery could not apply"},
+	{"abandon", "FHIRSTORE_RECOVER_ABANDON", "", "undo the committed transaction with this id: its versions leave history, its resources are back at the versions before it"},
 	{"direct", "FHIRSTORE_LOAD_DIRECT", "false", "write into the database of --data-dir or --mongodb-uri in-process instead of posting to --url"},
 }
 

@@ -59,10 +59,15 @@ type storeOptions struct {
 	eagerIndexTypes []string
 	// monitor observes every database command (metrics); nil for none.
 	monitor *event.CommandMonitor
+	// recoveryAttempts and recoveryBackoff tune the retries of committed
+	// transactions the database refuses (zero: the store's defaults).
+	recoveryAttempts int
+	recoveryBackoff  time.Duration
 }
 
 func (so storeOptions) store(logger *zap.Logger) store.Options {
-	return store.Options{ResourceTypes: fhirschema.IsResourceType, Validate: so.validate, Registry: so.registry, EagerIndexTypes: so.eagerIndexTypes, Logger: logger, Monitor: so.monitor}
+	return store.Options{ResourceTypes: fhirschema.IsResourceType, Validate: so.validate, Registry: so.registry, EagerIndexTypes: so.eagerIndexTypes, Logger: logger, Monitor: so.monitor,
+		RecoveryAttempts: so.recoveryAttempts, RecoveryBackoff: so.recoveryBackoff}
 }
 
 // openDatabase opens the external MongoDB when uri is set; otherwise the

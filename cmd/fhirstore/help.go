@@ -14,6 +14,7 @@ var commands = []struct{ name, does string }{
 	{"client", "create, list or delete OAuth clients of /oauth2/token"},
 	{"load", "load FHIR Bundles and ndjson files into a server"},
 	{"migrate", "move a data dir of the previous embedded engine (FerretDB) into the indexed one"},
+	{"recover", "list unfinished transactions; retry or abandon those recovery could not apply"},
 }
 
 // examples are printed by COMMAND -h after the flags; each is a command
@@ -41,6 +42,14 @@ var examples = map[string][]string{
 	"migrate": {
 		"fhirstore migrate --data-dir ./data",
 		"    copies ./data/db (FerretDB, fhirstore before its indexed engine) into ./data/sqlite; stop the server first",
+	},
+	"recover": {
+		"fhirstore recover --data-dir ./data",
+		"    lists every unfinished transaction: state (pending, retrying, quarantined), attempts, resources, last error",
+		"fhirstore recover --retry all --data-dir ./data",
+		"    applies every committed transaction recovery could not apply; stop the server first on the embedded database",
+		"fhirstore recover --abandon 0b9c3c1e-0e6f-4c9e-9d1e-4b1f1f0a2c51 --mongodb-uri 'mongodb://db1,db2,db3/?replicaSet=rs0'",
+		"    undoes that committed transaction: its versions leave history, its resources are back at the versions before it",
 	},
 	"client": {
 		"fhirstore client create --data-dir ./data --tenant demo --scope 'system/*.read' --name reporting",

@@ -6,6 +6,7 @@
 //	fhirstore client create|list|delete  manage OAuth clients of /oauth2/token
 //	fhirstore load [flags] PATH...       load Bundles and ndjson files
 //	fhirstore migrate --data-dir DIR     move a data dir of the previous embedded engine into the indexed one
+//	fhirstore recover --list             list, retry or abandon transactions recovery could not apply
 package main
 
 import (
@@ -64,6 +65,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return client(ctx, args, stdout, stderr)
 	case "migrate":
 		return migrate(ctx, args, stdout, stderr)
+	case "recover":
+		return recoverCmd(ctx, args, stdout, stderr)
 	default:
 		return errUnknownCommand(cmd)
 	}

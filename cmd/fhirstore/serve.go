@@ -29,7 +29,7 @@ import (
 // indexes exist from the moment a tenant is created.
 var specTypes = []string{"Patient", "QuestionnaireResponse", "Practitioner", "EpisodeOfCare", "DiagnosticReport", "CarePlan", "List", "Questionnaire"}
 
-var serveFlags = []string{"addr", "data-dir", "base-domain", "default-tenant", "mongodb-uri", "max-body-bytes", "max-bundle-entries", "txn-recovery-age", "subscription-endpoints", "subscription-attempts", "subscription-timeout", "subscription-backoff", "log-level", "shutdown-timeout", "read-header-timeout", "read-timeout", "metrics", "audit", "dev", "issuer", "issuer-jwks-url", "issuer-jwks-file", "issuer-tenants", "audience", "issuer-config", "token-issuer", "token-ttl", "clock-skew"}
+var serveFlags = []string{"addr", "data-dir", "base-domain", "default-tenant", "mongodb-uri", "max-body-bytes", "max-bundle-entries", "txn-recovery-age", "txn-recovery-attempts", "subscription-endpoints", "subscription-attempts", "subscription-timeout", "subscription-backoff", "log-level", "shutdown-timeout", "read-header-timeout", "read-timeout", "metrics", "audit", "dev", "issuer", "issuer-jwks-url", "issuer-jwks-file", "issuer-tenants", "audience", "issuer-config", "token-issuer", "token-ttl", "clock-skew"}
 
 // serve runs the server until ctx is cancelled (SIGINT or SIGTERM).
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -61,6 +61,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	recoveryAge, err := cfg.duration("txn-recovery-age")
+	if err != nil {
+		return err
+	}
+	recoveryAttempts, err := cfg.int64("txn-recovery-attempts")
 	if err != nil {
 		return err
 	}
@@ -111,7 +115,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	validate := subscription.Validator(registry, subCfg.Endpoints, schemacheck.Validator(validator))
-	db, err := openDatabase(ctx, cfg.str("mongodb-uri"), dataDir, false, storeOptions{validate: validate, registry: registry, eagerIndexTypes: specTypes, monitor: metrics.CommandMonitor()}, logger)
+	db, err := openDatabase(ctx, cfg.str("mongodb-uri"), dataDir, false, storeOptions{validate: validate, registry: registry, eagerIndexTypes: specTypes, monitor: metrics.CommandMonitor(),
+		recoveryAttempts: int(recoveryAttempts), recoveryBackoff: recoveryAge}, logger)
 	if err != nil {
 		return err
 	}
@@ -261,11 +266,17 @@ func recoverTransactions(ctx context.Context, db *database, age time.Duration, l
 	if r.RolledForward+r.RolledBack > 0 {
 		logger.Info("recovered unfinished transactions", zap.Int("rolled_forward", r.RolledForward), zap.Int("rolled_back", r.RolledBack))
 	}
+	if retrying, quarantined := db.store.HeldTransactions(); retrying+quarantined > 0 {
+		// The server starts all the same: only their resources answer 5xx.
+		logger.Error("committed transactions could not be applied; see fhirstore recover --list",
+			zap.Int("retrying", retrying), zap.Int("quarantined", quarantined))
+	}
 	return nil
 }
 
 // sweepTransactions recovers transactions abandoned by other processes (or
-// by database errors) every age until ctx ends.
+// by database errors) every age until ctx ends; committed ones the
+// database refuses are retried after their backoff, then quarantined.
 func sweepTransactions(ctx context.Context, st *store.Store, age time.Duration, logger *zap.Logger) {
 	tick := time.NewTicker(age)
 	defer tick.Stop()
