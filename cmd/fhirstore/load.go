@@ -45,7 +45,8 @@ All batch Bundles are loaded before any transaction Bundle or ndjson file,
 so that conditional references (Synthea's Organization?identifier=...) find
 the resources the batches create. --direct writes into the database of
 --data-dir (or --mongodb-uri) in-process, next to a running server or alone.
-Failed files are listed after the summary and make the command fail.
+Every Bundle entry the server did not store, and every file that failed
+as a whole, is listed after the summary and makes the command fail.
 The server serves the tenant the host of --url names (acme.localhost:8080
 for acme); --tenant is the tenant of the token signed when --token is empty.
 
@@ -400,25 +401,26 @@ func (l *loader) run(ctx context.Context, files []*fileState, t *tally) {
 // work sends jobs until the queue closes.
 func (l *loader) work(ctx context.Context, jobs <-chan loadJob, t *tally) {
 	for j := range jobs {
-		n, err := l.send(ctx, j)
-		t.finish(j, n, err, ctx.Err() != nil)
+		n, failed, err := l.send(ctx, j)
+		t.finish(j, n, failed, err, ctx.Err() != nil)
 		j.done()
 	}
 }
 
-// send posts one job's Bundle and returns the resources it loaded.
-func (l *loader) send(ctx context.Context, j loadJob) (int, error) {
+// send posts one job's Bundle and returns the resources it loaded and
+// the entries the server did not store.
+func (l *loader) send(ctx context.Context, j loadJob) (int, []string, error) {
 	if j.err != nil {
-		return 0, j.err
+		return 0, nil, j.err
 	}
 	if err := ctx.Err(); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	body := j.body
 	if body == nil {
 		var err error
 		if body, err = os.ReadFile(j.file.path); err != nil {
-			return 0, err
+			return 0, nil, err
 		}
 	}
 	return l.post(ctx, body)
@@ -437,7 +439,7 @@ func (l *loader) produce(ctx context.Context, phases [][]*fileState, jobs chan<-
 			case jobs <- j:
 				return true
 			case <-ctx.Done():
-				t.finish(j, 0, ctx.Err(), true)
+				t.finish(j, 0, nil, ctx.Err(), true)
 				wg.Done()
 				return false
 			}
@@ -569,13 +571,14 @@ func ndjsonEntry(line []byte) ([]byte, error) {
 }
 
 // post sends a Bundle to the base URL and returns the resources the
-// response reports as written or read (2xx entries). Failed entries of a
-// batch make an error as well.
-func (l *loader) post(ctx context.Context, body []byte) (int, error) {
+// response reports as written or read (2xx entries) and a line for each
+// entry the server did not store. An answer that is not a response Bundle
+// (the whole Bundle refused) is an error.
+func (l *loader) post(ctx context.Context, body []byte) (int, []string, error) {
 	// The server serves POST [base] at the base path with its slash.
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, l.base+"/", bytes.NewReader(body))
 	if err != nil {
-		return 0, fmt.Errorf("post: %w", err)
+		return 0, nil, fmt.Errorf("post: %w", err)
 	}
 	req.Header.Set("Content-Type", server.FHIRJSON)
 	req.Header.Set("Accept", server.FHIRJSON)
@@ -583,14 +586,52 @@ func (l *loader) post(ctx context.Context, body []byte) (int, error) {
 	req.Header.Set("Authorization", "Bearer "+l.token)
 	resp, err := l.client.Do(req)
 	if err != nil {
-		return 0, fmt.Errorf("post: %w", err)
+		return 0, nil, fmt.Errorf("post: %w", err)
 	}
 	defer resp.Body.Close()
 	reply, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return 0, fmt.Errorf("read response: %w", err)
+		return 0, nil, fmt.Errorf("read response: %w", err)
 	}
-	return countReply(resp.StatusCode, reply)
+	return countReply(resp.StatusCode, reply, sentEntries(body))
+}
+
+// sentEntry is what the loader reads of an entry it sends, to name it.
+type sentEntry struct {
+	FullURL string `json:"fullUrl"`
+	Request struct {
+		Method string `json:"method"`
+		URL    string `json:"url"`
+	} `json:"request"`
+}
+
+// sentEntries reads the entries of a Bundle to send (nil if unreadable).
+func sentEntries(body []byte) []sentEntry {
+	var b struct {
+		Entry []sentEntry `json:"entry"`
+	}
+	if json.Unmarshal(body, &b) != nil {
+		return nil
+	}
+	return b.Entry
+}
+
+// name is "entry I (METHOD url, fullUrl)" as far as it is known.
+func entryName(i int, sent []sentEntry) string {
+	if i >= len(sent) {
+		return fmt.Sprintf("entry %d", i)
+	}
+	var parts []string
+	if r := sent[i].Request; r.Method != "" || r.URL != "" {
+		parts = append(parts, strings.TrimSpace(r.Method+" "+r.URL))
+	}
+	if sent[i].FullURL != "" {
+		parts = append(parts, sent[i].FullURL)
+	}
+	if len(parts) == 0 {
+		return fmt.Sprintf("entry %d", i)
+	}
+	return fmt.Sprintf("entry %d (%s)", i, strings.Join(parts, ", "))
 }
 
 // fhirReply is what the loader reads of a response: a batch or transaction
@@ -632,9 +673,11 @@ func (r *fhirReply) diagnostics() string {
 	return oneLine(msg)
 }
 
-// countReply counts the 2xx entries of a response Bundle; any other answer
-// is an error with the status and the OperationOutcome's diagnostics.
-func countReply(status int, body []byte) (int, error) {
+// countReply counts the 2xx entries of a response Bundle and describes
+// every other one, and every entry of sent the response leaves out, as
+// not stored; any answer but a response Bundle is an error with the status
+// and the OperationOutcome's diagnostics.
+func countReply(status int, body []byte, sent []sentEntry) (int, []string, error) {
 	var r fhirReply
 	jsonErr := json.Unmarshal(body, &r)
 	if status/100 != 2 {
@@ -642,12 +685,16 @@ func countReply(status int, body []byte) (int, error) {
 		if jsonErr != nil || msg == "" {
 			msg = oneLine(string(body))
 		}
-		return 0, fmt.Errorf("%d %s: %s", status, http.StatusText(status), msg)
+		if len(sent) > 0 {
+			msg += fmt.Sprintf(" (none of its %d entries stored)", len(sent))
+		}
+		return 0, nil, fmt.Errorf("%d %s: %s", status, http.StatusText(status), msg)
 	}
 	if jsonErr != nil || r.ResourceType != "Bundle" {
-		return 0, fmt.Errorf("%d %s: the answer is not a response Bundle: %s", status, http.StatusText(status), oneLine(string(body)))
+		return 0, nil, fmt.Errorf("%d %s: the answer is not a response Bundle: %s", status, http.StatusText(status), oneLine(string(body)))
 	}
-	n, failed, first := 0, 0, ""
+	n := 0
+	var failed []string
 	for i, e := range r.Entry {
 		code := 0
 		if e.Response != nil {
@@ -657,19 +704,18 @@ func countReply(status int, body []byte) (int, error) {
 			n++
 			continue
 		}
-		if failed++; first == "" {
-			first = fmt.Sprintf("entry %d: %d %s", i, code, http.StatusText(code))
-			if e.Response != nil {
-				if d := e.Response.Outcome.diagnostics(); d != "" {
-					first += ": " + d
-				}
+		why := fmt.Sprintf("%s: %d %s", entryName(i, sent), code, http.StatusText(code))
+		if e.Response != nil {
+			if d := e.Response.Outcome.diagnostics(); d != "" {
+				why += ": " + d
 			}
 		}
+		failed = append(failed, why+"; not stored")
 	}
-	if failed > 0 {
-		return n, fmt.Errorf("%d of %d entries failed, the first: %s", failed, len(r.Entry), first)
+	for i := len(r.Entry); i < len(sent); i++ {
+		failed = append(failed, entryName(i, sent)+": the response has no entry for it; not stored")
 	}
-	return n, nil
+	return n, failed, nil
 }
 
 // oneLine flattens and shortens text for a summary line.
@@ -688,7 +734,9 @@ type tally struct {
 	files     []*fileState
 	done      int
 	resources int
-	start     time.Time
+	// entriesFailed counts the entries of response Bundles not stored.
+	entriesFailed int
+	start         time.Time
 }
 
 // queued notes a job of f on its way.
@@ -706,15 +754,23 @@ func (t *tally) produced(f *fileState) {
 	t.complete(f)
 }
 
-// finish records the outcome of a job; an error after cancellation means
-// the job was cut short rather than refused.
-func (t *tally) finish(j loadJob, n int, err error, cancelled bool) {
+// finish records the outcome of a job: resources stored, entries not
+// stored, or an error; an error after cancellation means the job was cut
+// short rather than refused.
+func (t *tally) finish(j loadJob, n int, failed []string, err error, cancelled bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	f := j.file
 	f.pending--
 	f.resources += n
 	t.resources += n
+	t.entriesFailed += len(failed)
+	for _, why := range failed {
+		if j.where != "" {
+			why = j.where + ": " + why
+		}
+		f.failures = append(f.failures, why)
+	}
 	switch {
 	case err != nil && cancelled:
 		f.interrupted = true
@@ -826,14 +882,13 @@ func summarize(ctx context.Context, w io.Writer, t *tally) error {
 		line("files not done", fmt.Sprintf("%d (interrupted)", len(incomplete)))
 	}
 	line("resources", resources)
+	line("entries failed", t.entriesFailed)
 	line("elapsed", elapsed.Round(time.Millisecond))
 	line("resources/s", fmt.Sprintf("%.1f", rate))
 	for _, f := range failed {
-		more := ""
-		if n := len(f.failures) - 1; n > 0 {
-			more = fmt.Sprintf(" (and %d more failed chunks)", n)
+		for _, why := range f.failures {
+			fmt.Fprintf(&b, "FAILED %s: %s\n", f.path, why)
 		}
-		fmt.Fprintf(&b, "FAILED %s: %s%s\n", f.path, f.failures[0], more)
 	}
 	if _, err := io.WriteString(w, b.String()); err != nil {
 		return fmt.Errorf("write summary: %w", err)
@@ -841,6 +896,8 @@ func summarize(ctx context.Context, w io.Writer, t *tally) error {
 	switch {
 	case ctx.Err() != nil:
 		return fmt.Errorf("load interrupted: %d of %d files loaded", len(ok), len(t.files))
+	case len(failed) > 0 && t.entriesFailed > 0:
+		return fmt.Errorf("load: %d of %d files failed, %d entries not stored (listed above)", len(failed), len(t.files), t.entriesFailed)
 	case len(failed) > 0:
 		return fmt.Errorf("load: %d of %d files failed (listed above)", len(failed), len(t.files))
 	}

@@ -436,3 +436,75 @@ func TestNDJSONLinesBecomeTransactionEntries(t *testing.T) {
 		})
 	}
 }
+
+// TestLoadReportsEveryEntryNotStored: each entry of a batch the server
+// answers with an error is listed by index, request and reason, the
+// others load, and the command fails; a transaction refused as a whole
+// says that none of its entries is stored.
+func TestLoadReportsEveryEntryNotStored(t *testing.T) {
+	dataDir := t.TempDir()
+	s := startServer(t, "serve", "--addr", "127.0.0.1:0", "--data-dir", dataDir)
+	base := "http://127.0.0.1:" + s.port + "/fhir/r4"
+	dir := t.TempDir()
+	entry := func(method, url, resource string) string {
+		return `{"resource":` + resource + `,"request":{"method":"` + method + `","url":"` + url + `"}}`
+	}
+	writeFile(t, filepath.Join(dir, "batch.json"), `{"resourceType":"Bundle","type":"batch","entry":[`+
+		entry("PUT", "Patient/ok1", `{"resourceType":"Patient","id":"ok1"}`)+`,`+
+		entry("POST", "Patient", `{"resourceType":"Patient","gender":"yes"}`)+`,`+
+		entry("PUT", "Patient/ok2", `{"resourceType":"Patient","id":"ok2"}`)+`,`+
+		entry("PUT", "Patient/other", `{"resourceType":"Patient","id":"mismatch"}`)+`]}`)
+	writeFile(t, filepath.Join(dir, "txn.json"), `{"resourceType":"Bundle","type":"transaction","entry":[`+
+		entry("PUT", "Patient/t1", `{"resourceType":"Patient","id":"t1"}`)+`,`+
+		entry("POST", "Patient", `{"resourceType":"Patient","gender":"yes"}`)+`]}`)
+	out, _, err := runLoad(t, "--url", base, "--data-dir", dataDir, dir)
+	if err == nil || !strings.Contains(err.Error(), "2 of 2 files failed, 2 entries not stored") {
+		t.Fatalf("load: %v, want the failed files and entries counted\n%s", err, out)
+	}
+	sum := parseSummary(t, out)
+	if sum.resources != 2 || sum.failed != 2 || !strings.Contains(out, "entries failed: 2") {
+		t.Fatalf("summary: %+v\n%s", sum, out)
+	}
+	for _, want := range []string{
+		"FAILED " + filepath.Join(dir, "batch.json") + ": entry 1 (POST Patient): 4",
+		"FAILED " + filepath.Join(dir, "batch.json") + ": entry 3 (PUT Patient/other): 400",
+		"FAILED " + filepath.Join(dir, "txn.json") + ": 4",
+		"(none of its 2 entries stored)",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the summary lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "entry 0 ") || strings.Contains(out, "entry 2 ") {
+		t.Errorf("stored entries are reported as failed:\n%s", out)
+	}
+}
+
+// TestCountReplyNamesEveryEntryNotStored: entries answered with an error
+// and entries the response leaves out are each a failure.
+func TestCountReplyNamesEveryEntryNotStored(t *testing.T) {
+	sent := sentEntries([]byte(`{"entry":[{"request":{"method":"PUT","url":"Patient/a"}},{"fullUrl":"urn:uuid:b","request":{"method":"POST","url":"Patient"}},{"request":{"method":"POST","url":"Observation"}}]}`))
+	tests := []struct {
+		name   string
+		status int
+		reply  string
+		stored int
+		failed []string
+		err    string
+	}{
+		{"all stored", 200, `{"resourceType":"Bundle","entry":[{"response":{"status":"200 OK"}},{"response":{"status":"201 Created"}},{"response":{"status":"201"}}]}`, 3, nil, ""},
+		{"one refused", 200, `{"resourceType":"Bundle","entry":[{"response":{"status":"200 OK"}},{"response":{"status":"422","outcome":{"resourceType":"OperationOutcome","issue":[{"code":"too-long","diagnostics":"too big"}]}}},{"response":{"status":"201"}}]}`, 2,
+			[]string{"entry 1 (POST Patient, urn:uuid:b): 422 Unprocessable Entity: too big; not stored"}, ""},
+		{"entries missing from the response", 200, `{"resourceType":"Bundle","entry":[{"response":{"status":"200 OK"}}]}`, 1,
+			[]string{"entry 1 (POST Patient, urn:uuid:b): the response has no entry for it; not stored", "entry 2 (POST Observation): the response has no entry for it; not stored"}, ""},
+		{"refused as a whole", 422, `{"resourceType":"OperationOutcome","issue":[{"code":"too-long","diagnostics":"too big"}]}`, 0, nil, "422 Unprocessable Entity: too big (none of its 3 entries stored)"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			n, failed, err := countReply(tc.status, []byte(tc.reply), sent)
+			if n != tc.stored || fmt.Sprint(failed) != fmt.Sprint(tc.failed) || fmt.Sprint(err) != fmt.Sprint(map[bool]any{true: nil, false: tc.err}[tc.err == ""]) {
+				t.Fatalf("countReply: %d %q %v, want %d %q %q", n, failed, err, tc.stored, tc.failed, tc.err)
+			}
+		})
+	}
+}
