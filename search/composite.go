@@ -54,13 +54,14 @@ func (r *Registry) addComposite(d definition, byURL map[string]definition, compi
 			}
 			comps[i] = Component{Code: def.Code, Type: def.Type, Expression: src, expr: expr}
 		}
-		expr, err := compile(branchesFor(d.Expression, base, d.Base), compiled)
+		src := branchesFor(d.Expression, base, d.Base)
+		expr, err := compile(src, compiled)
 		if err != nil {
 			skip(fmt.Sprintf("%s: %v", base, err))
 			continue
 		}
 		r.register(base, &Param{Code: d.Code, Type: d.Type, Base: d.Base, Expression: d.Expression,
-			Description: d.Description, Components: comps, expr: expr})
+			Description: d.Description, Components: comps, expr: expr, single: strings.TrimSpace(src) == base})
 	}
 }
 
@@ -146,7 +147,9 @@ type elementCheck func(el bson.Raw) bool
 // alternatives, each the components' values joined by $ in the
 // parameter's order, each in its own type's syntax. The database narrows
 // by every component's condition on the stored elements; the post-filter
-// keeps the resources where one element meets all of them.
+// keeps the resources where one element meets all of them. A composite of
+// the resource itself (Observation code-value-concept) has one element,
+// so when each component's condition is exact, so is the database's.
 func compositeCondition(p *Param, field, name, modifier, value string) (bson.D, func(bson.Raw) bool, error) {
 	if modifier != "" {
 		return nil, nil, errorf(name, "the :%s modifier does not apply to composite parameters", modifier)
@@ -154,42 +157,49 @@ func compositeCondition(p *Param, field, name, modifier, value string) (bson.D, 
 	alts := splitUnescaped(value, ',')
 	var conds []bson.D
 	var checks []elementCheck
+	exact := p.single
 	for _, alt := range alts {
 		if alt == "" {
 			continue
 		}
-		cond, check, err := tupleCondition(p, field, name, alt)
+		cond, check, ex, err := tupleCondition(p, field, name, alt)
 		if err != nil {
 			return nil, nil, err
 		}
-		conds, checks = append(conds, cond), append(checks, check)
+		conds, checks, exact = append(conds, cond), append(checks, check), exact && ex
 	}
 	if len(conds) == 0 {
 		return nil, nil, errorf(name, "no value given")
 	}
+	if exact {
+		return anyOf(conds), nil, nil
+	}
 	return anyOf(conds), func(idx bson.Raw) bool { return anyCompositeElement(idx, p.Code, checks) }, nil
 }
 
-// tupleCondition is one alternative: every component's condition.
-func tupleCondition(p *Param, field, name, alt string) (bson.D, elementCheck, error) {
+// tupleCondition is one alternative: every component's condition, the
+// same test on one element, and whether the conditions are exact on an
+// element (see componentCondition).
+func tupleCondition(p *Param, field, name, alt string) (bson.D, elementCheck, bool, error) {
 	parts := splitUnescaped(alt, '$')
 	if len(parts) != len(p.Components) {
-		return nil, nil, errorf(name, "%q has %d parts; %s takes %d joined by $ (%s)", alt, len(parts), p.Code, len(p.Components), componentNames(p))
+		return nil, nil, false, errorf(name, "%q has %d parts; %s takes %d joined by $ (%s)", alt, len(parts), p.Code, len(p.Components), componentNames(p))
 	}
 	all := make(bson.A, 0, len(parts))
 	checks := make([]elementCheck, 0, len(parts))
+	exact := true
 	for i, part := range parts {
 		c := p.Components[i]
 		v := unescape(part)
 		if v == "" {
-			return nil, nil, errorf(name, "the %s part of %q is empty", c.Code, alt)
+			return nil, nil, false, errorf(name, "the %s part of %q is empty", c.Code, alt)
 		}
 		key := string(componentKeys[i])
-		cond, check, err := componentCondition(c, field+"."+key, key, name, v)
+		cond, check, ex, err := componentCondition(c, field+"."+key, key, name, v)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, false, err
 		}
-		all, checks = append(all, cond), append(checks, check)
+		all, checks, exact = append(all, cond), append(checks, check), exact && ex
 	}
 	return bson.D{{Key: "$and", Value: all}}, func(el bson.Raw) bool {
 		for _, ok := range checks {
@@ -198,7 +208,7 @@ func tupleCondition(p *Param, field, name, alt string) (bson.D, elementCheck, er
 			}
 		}
 		return true
-	}, nil
+	}, exact, nil
 }
 
 func componentNames(p *Param) string {
@@ -210,33 +220,36 @@ func componentNames(p *Param) string {
 }
 
 // componentCondition is one component's condition on field (the stored
-// element's key) and the same test on one element.
-func componentCondition(c Component, field, key, name, v string) (bson.D, elementCheck, error) {
+// element's key), the same test on one element, and whether the condition
+// alone decides it for an element (a range component holds one value per
+// stored element, so only the conditions a value's bounds cannot express,
+// such as a quantity's exact value, need the test).
+func componentCondition(c Component, field, key, name, v string) (bson.D, elementCheck, bool, error) {
 	switch c.Type {
 	case "token", "uri":
-		return bson.D{{Key: field, Value: v}}, hasString(key, func(s string) bool { return s == v }), nil
+		return bson.D{{Key: field, Value: v}}, hasString(key, func(s string) bool { return s == v }), true, nil
 	case "reference":
 		forms := []string{v}
 		if f := referenceForm(v); f != v {
 			forms = append(forms, f)
 		}
-		return eqAny(field, forms), hasString(key, func(s string) bool { return s == forms[0] || s == forms[len(forms)-1] }), nil
+		return eqAny(field, forms), hasString(key, func(s string) bool { return s == forms[0] || s == forms[len(forms)-1] }), true, nil
 	case "string":
 		f := Fold(v)
-		return bson.D{{Key: field, Value: prefix(f)}}, hasString(key, func(s string) bool { return strings.HasPrefix(s, f) }), nil
+		return bson.D{{Key: field, Value: prefix(f)}}, hasString(key, func(s string) bool { return strings.HasPrefix(s, f) }), true, nil
 	case "date", "number", "quantity":
 		cmp, rest := splitPrefix(v)
 		b, unit, err := parseBounds(c.Type, rest)
 		if err != nil {
-			return nil, nil, errorf(name, "%s: %v", c.Code, err)
+			return nil, nil, false, errorf(name, "%s: %v", c.Code, err)
 		}
-		cond, check, _ := boundCondition(field, cmp, b, unit)
+		cond, check, twoSided := boundCondition(field, cmp, b, unit)
 		return cond, func(el bson.Raw) bool {
 			d, ok := el.Lookup(key).DocumentOK()
 			return ok && check(d)
-		}, nil
+		}, !twoSided, nil
 	}
-	return nil, nil, errorf(name, "%s components are not supported", c.Type)
+	return nil, nil, false, errorf(name, "%s components are not supported", c.Type)
 }
 
 // hasString tests the strings stored at key of an element.

@@ -34,6 +34,8 @@ type Param struct {
 	// system is the code system of a code element bound to one (see
 	// code-systems.json): its codes are also indexed as system|code.
 	system string
+	// single marks a composite of the resource itself: one stored element.
+	single bool
 }
 
 // codeSystemsJSON maps "Type.param" to the code system its codes come from.
