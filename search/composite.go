@@ -2,6 +2,9 @@ package search
 
 import (
 	"fmt"
+	"hash/fnv"
+	"math"
+	"strconv"
 	"strings"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -61,7 +64,8 @@ func (r *Registry) addComposite(d definition, byURL map[string]definition, compi
 			continue
 		}
 		r.register(base, &Param{Code: d.Code, Type: d.Type, Base: d.Base, Expression: d.Expression,
-			Description: d.Description, Components: comps, expr: expr, single: strings.TrimSpace(src) == base})
+			Description: d.Description, Components: comps, expr: expr, single: strings.TrimSpace(src) == base,
+			pointKey: len(comps) == 2 && comps[0].Type == "token" && (comps[1].Type == "quantity" || comps[1].Type == "number")})
 	}
 }
 
@@ -99,10 +103,75 @@ func (x *extractor) compositeValues(p *Param, resource map[string]any) bson.A {
 			docs = withComponent(docs, string(componentKeys[i]), vals)
 		}
 		for _, d := range docs {
+			if p.pointKey {
+				d = withPointKeys(d)
+			}
 			out = append(out, d)
 		}
 	}
 	return out
+}
+
+// pointKeyField holds an element's point keys (see withPointKeys); it is
+// not a component key.
+const pointKeyField = "k"
+
+// withPointKeys adds to an element of a token$quantity (or token$number)
+// composite its value (the middle of its range, as quantity comparisons
+// use) once under each of its token forms: {k: {h<hash of form>: value}}.
+// "Systolic over 140" is then one range on one path,
+// idx.<code>.k.h<hash of http://loinc.org|8480-6> > 140, and a stored
+// value there is the value of an element with that code, never a code of
+// one element and a value of another. The hash keeps dots and dollars of
+// the form out of the path, and a letter first keeps it from reading as an
+// array index.
+func withPointKeys(d bson.D) bson.D {
+	forms, _ := d[0].Value.([]string)
+	rng, _ := d[1].Value.(bson.D)
+	if len(forms) == 0 || len(rng) < 2 {
+		return d
+	}
+	lo, ok1 := rng[0].Value.(float64)
+	hi, ok2 := rng[1].Value.(float64)
+	if !ok1 || !ok2 {
+		return d
+	}
+	keys := make(bson.D, len(forms))
+	for i, f := range forms {
+		keys[i] = bson.E{Key: pointKey(f), Value: lo/2 + hi/2}
+	}
+	return append(d, bson.E{Key: pointKeyField, Value: keys})
+}
+
+// pointKey names a token form's point key.
+func pointKey(form string) string {
+	h := fnv.New64a()
+	h.Write([]byte(form))
+	return fmt.Sprintf("h%016x", h.Sum64())
+}
+
+// pointKeyCondition narrows a token$quantity tuple with a one-sided
+// prefix and no unit to the point key of the form, widened by a rounding
+// margin (the post-filter decides on the edge). It reports false when
+// the tuple has another shape.
+func pointKeyCondition(field, form, value string) (bson.D, bool) {
+	cmp, rest := splitPrefix(value)
+	if strings.Contains(rest, "|") {
+		return nil, false
+	}
+	v, err := strconv.ParseFloat(rest, 64)
+	if err != nil || math.IsInf(v, 0) || math.IsNaN(v) {
+		return nil, false
+	}
+	margin := 1e-9 * math.Max(1, math.Abs(v))
+	path := field + "." + pointKeyField + "." + pointKey(form)
+	switch cmp {
+	case "gt", "ge", "sa":
+		return bson.D{{Key: path, Value: bson.D{{Key: "$gt", Value: v - margin}}}}, true
+	case "lt", "le", "eb":
+		return bson.D{{Key: path, Value: bson.D{{Key: "$lt", Value: v + margin}}}}, true
+	}
+	return nil, false
 }
 
 // componentValues are the index values of one component on an element:
@@ -200,6 +269,11 @@ func tupleCondition(p *Param, field, name, alt string) (bson.D, elementCheck, bo
 			return nil, nil, false, err
 		}
 		all, checks, exact = append(all, cond), append(checks, check), exact && ex
+	}
+	if p.pointKey {
+		if cond, ok := pointKeyCondition(field, unescape(parts[0]), unescape(parts[1])); ok {
+			all = append(all, cond)
+		}
 	}
 	return bson.D{{Key: "$and", Value: all}}, func(el bson.Raw) bool {
 		for _, ok := range checks {

@@ -269,6 +269,9 @@ func fieldCode(r *search.Registry, typ, key string) (string, error) {
 	if !ok {
 		return "", fmt.Errorf("field %q outside idx", key)
 	}
+	if i := strings.LastIndex(rest, ".k.h"); i >= 0 && len(rest) == i+4+16 { // a point key of a composite
+		rest = rest[:i]
+	}
 	for _, suffix := range fieldSuffixes {
 		if code, ok := strings.CutSuffix(rest, suffix); ok {
 			if _, known := r.Lookup(typ, code); known {

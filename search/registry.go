@@ -36,6 +36,9 @@ type Param struct {
 	system string
 	// single marks a composite of the resource itself: one stored element.
 	single bool
+	// pointKey marks a token$quantity or token$number composite, whose
+	// elements also store point keys (see withPointKeys).
+	pointKey bool
 }
 
 // codeSystemsJSON maps "Type.param" to the code system its codes come from.

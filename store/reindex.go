@@ -13,8 +13,9 @@ import (
 // IndexVersion numbers the format of the search values stored with each
 // current row (idx and sort). A tenant records the version its rows were
 // written with; Reindex brings older tenants up to date. Version 2 added
-// composite parameters and the _text and _content word lists.
-const IndexVersion = 2
+// composite parameters and the _text and _content word lists, version 3
+// the point keys of token$quantity composites.
+const IndexVersion = 3
 
 // settingsCollection holds a tenant database's own records.
 const settingsCollection = "settings"
