@@ -81,7 +81,42 @@ func (r *Registry) filterOr(typ string, kids []*filterNode) (filterPart, error) 
 		}
 		alts = append(alts, p.cond)
 	}
+	if merged, ok := mergeEqualities(alts); ok {
+		return filterPart{cond: merged}, nil
+	}
 	return filterPart{cond: bson.D{{Key: "$or", Value: alts}}}, nil
+}
+
+// mergeEqualities turns an OR of equalities and $in on one field into one
+// $in, which the database answers in one index range scan.
+func mergeEqualities(alts bson.A) (bson.D, bool) {
+	field := ""
+	var values bson.A
+	for _, a := range alts {
+		d, ok := a.(bson.D)
+		if !ok || len(d) != 1 || !strings.HasPrefix(d[0].Key, "idx.") || field != "" && d[0].Key != field {
+			return nil, false
+		}
+		field = d[0].Key
+		switch v := d[0].Value.(type) {
+		case string:
+			values = append(values, v)
+		case bson.D:
+			if len(v) != 1 || v[0].Key != "$in" {
+				return nil, false
+			}
+			list, isList := v[0].Value.([]string)
+			if !isList {
+				return nil, false
+			}
+			for _, s := range list {
+				values = append(values, s)
+			}
+		default:
+			return nil, false
+		}
+	}
+	return bson.D{{Key: field, Value: bson.D{{Key: "$in", Value: values}}}}, field != ""
 }
 
 // filterNot negates a child: an equality or $in on one field becomes $nin
