@@ -35,8 +35,11 @@ func (s *Server) capabilitySearchParams(typ string) []map[string]string {
 	for _, name := range search.Aliases(typ) {
 		out = append(out, map[string]string{"name": name, "type": "token", "documentation": "reverse chain: see _has"})
 	}
-	return out
+	return append(out, filterParam)
 }
+
+// filterParam advertises _filter, which every type takes.
+var filterParam = map[string]string{"name": "_filter", "type": "special", "documentation": "the FHIR filter grammar over this type's search parameters"}
 
 // validateOperation advertises $validate on every type.
 var validateOperation = []map[string]string{{"name": "validate", "definition": "http://hl7.org/fhir/OperationDefinition/Resource-validate"}}

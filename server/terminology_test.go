@@ -288,6 +288,9 @@ func TestValidateCodeAndLookup(t *testing.T) {
 func TestCapabilityStatementListsTerminologyOperations(t *testing.T) {
 	e := newEnv(t)
 	body := string(e.get("/metadata").Body)
+	if !strings.Contains(body, `"name":"_filter"`) {
+		t.Errorf("metadata does not list _filter")
+	}
 	for _, def := range []string{"ValueSet-expand", "ValueSet-validate-code", "CodeSystem-lookup"} {
 		if !strings.Contains(body, "http://hl7.org/fhir/OperationDefinition/"+def) {
 			t.Errorf("metadata does not list %s", def)
