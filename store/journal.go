@@ -42,11 +42,13 @@ const (
 	FaultCurrent = "txn.current" // after the commit point, before current rows
 	FaultDone    = "txn.done"    // after current rows, before the journal is cleared
 	// FaultPutCurrent is called just before the current rows are put,
-	// after FaultCurrent: an error there is the database refusing them.
+	// after FaultCurrent, and FaultPutCurrent+"/"+Type before those of
+	// each type: an error there is the database refusing them (the rows
+	// put before stay).
 	FaultPutCurrent = "txn.putcurrent"
 	// FaultRollForward is called by recovery before it puts the current
-	// rows of a committed transaction: an error there is a roll-forward
-	// the database refuses.
+	// rows of a committed transaction, and FaultRollForward+"/"+Type
+	// before each: an error there is a roll-forward the database refuses.
 	FaultRollForward = "txn.rollforward"
 )
 
@@ -196,6 +198,9 @@ func (s *Store) putCurrentRows(ctx context.Context, tenant string, versions []*v
 	var order []string
 	for i, v := range versions {
 		if exists[i] {
+			if err := s.fault(FaultPutCurrent + "/" + v.hist.Type); err != nil {
+				return err
+			}
 			if err := s.putCurrent(ctx, tenant, v.hist.Type, &v.doc, true); err != nil {
 				return err
 			}
@@ -208,6 +213,9 @@ func (s *Store) putCurrentRows(ctx context.Context, tenant string, versions []*v
 	}
 	for _, typ := range order {
 		docs := byType[typ]
+		if err := s.fault(FaultPutCurrent + "/" + typ); err != nil {
+			return err
+		}
 		err := s.tenantDB(tenant).Collection(typ).InsertMany(ctx, docs)
 		s.changed(tenant, typ)
 		if err == nil {
@@ -272,6 +280,9 @@ func (s *Store) rollForward(ctx context.Context, tenant string, entry *journalEn
 		}
 		doc, err := s.currentFromHistory(&h)
 		if err != nil {
+			return err
+		}
+		if err := s.fault(FaultRollForward + "/" + h.Type); err != nil {
 			return err
 		}
 		if err := s.putCurrent(ctx, tenant, h.Type, doc, false); err != nil {

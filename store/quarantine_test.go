@@ -29,18 +29,24 @@ func newClock() *clock {
 func (c *clock) Now() time.Time          { return time.Unix(0, c.now.Load()) }
 func (c *clock) Advance(d time.Duration) { c.now.Add(int64(d)) }
 
-// refusingOptions are store options whose database refuses every current
-// row of a transaction (as it is put, and as recovery rolls it forward)
-// while refuse is set; recovery quarantines after 3 attempts, waiting a
-// minute after the first failure and two after the second.
-func refusingOptions(refuse *atomic.Bool, c *clock) store.Options {
+// refusingOptions are store options whose database refuses the current
+// rows of a transaction (as they are put, and as recovery rolls them
+// forward) while refuse is set: all of them, or with only set, those of
+// that type; recovery quarantines after 3 attempts, waiting a minute
+// after the first failure and two after the second.
+func refusingOptions(refuse *atomic.Bool, only string, c *clock) store.Options {
 	opts := db.Options()
 	opts.Now = c.Now
 	opts.RecoveryAttempts = 3
 	opts.RecoveryBackoff = time.Minute
 	opts.Fault = func(point string) error {
-		if refuse.Load() && (point == store.FaultPutCurrent || point == store.FaultRollForward) {
-			return errors.New(refusal)
+		if !refuse.Load() {
+			return nil
+		}
+		for _, p := range []string{store.FaultPutCurrent, store.FaultRollForward} {
+			if only == "" && point == p || only != "" && point == p+"/"+only {
+				return errors.New(refusal)
+			}
 		}
 		return nil
 	}
@@ -81,12 +87,16 @@ func wantHeld(t *testing.T, st *store.Store, tenant, createdID string, want erro
 // quarantined; its resources answer ErrRecovering and then ErrQuarantined,
 // across a restart of the store, until an operator retries or abandons it.
 func TestRefusedRollForwardIsQuarantined(t *testing.T) {
-	for _, resolve := range []string{"retry", "abandon"} {
-		t.Run(resolve, func(t *testing.T) {
+	// With only Observation refused, the ledger and the two Patients are
+	// current at the transaction's versions before it is quarantined:
+	// abandoning must put them back.
+	for _, tc := range []struct{ resolve, only string }{{"retry", ""}, {"abandon", ""}, {"retry", "Observation"}, {"abandon", "Observation"}} {
+		resolve := tc.resolve
+		t.Run(resolve+" refused "+map[string]string{"": "all"}[tc.only]+tc.only, func(t *testing.T) {
 			ctx := context.Background()
 			var refuse atomic.Bool
 			c := newClock()
-			opts := refusingOptions(&refuse, c)
+			opts := refusingOptions(&refuse, tc.only, c)
 			st := db.Open(t, opts)
 			tenant := db.Tenant(t, st)
 			seedLedger(t, st, tenant)
@@ -122,6 +132,13 @@ func TestRefusedRollForwardIsQuarantined(t *testing.T) {
 				}
 			}
 			wantHeld(t, st, tenant, created, store.ErrQuarantined)
+
+			// What the current rows hold (a store that has not recovered
+			// yet does not hold them): the ledger was put before the
+			// Observation was refused, or nothing was.
+			if cur, err := db.Open(t, opts).Read(ctx, tenant, "Patient", "ledger"); err != nil || cur.VersionID != map[string]int{"": 1, "Observation": 2}[tc.only] {
+				t.Fatalf("current ledger row before recovery: %v %+v", err, cur)
+			}
 
 			// A restarted store recovers without error and holds them too.
 			st2 := db.Open(t, opts)
