@@ -69,44 +69,47 @@ func (s *Server) checkCompartment(c *gin.Context, compartment, id, typ string) (
 }
 
 // compartmentPage runs the search of typ with params in the compartment of
-// patient id. With one linking parameter that is one engine search. With
-// several, the ids matching each are collected first, then one engine
-// search with _id in their union pages and sorts them as any search.
+// patient id (see compartmentQuery).
 func (s *Server) compartmentPage(ctx context.Context, tenant, typ, id string, params url.Values, opts search.ParseOptions) (*search.Query, *store.SearchPage, error) {
-	queries, err := s.cfg.Registry.CompartmentQueries(typ, id, params, opts)
+	q, none, err := s.compartmentQuery(ctx, tenant, typ, id, params, opts)
 	if err != nil {
 		return nil, nil, err
 	}
-	if len(queries) == 1 {
-		page, err := s.store.Search(ctx, tenant, queries[0])
-		return queries[0], page, err
-	}
-	ids, err := s.matchingIDs(ctx, tenant, queries)
-	if err != nil {
-		return nil, nil, err
-	}
-	union := url.Values{}
-	for k, vs := range params {
-		union[k] = slices.Clone(vs)
-	}
-	if len(ids) == 0 { // _id needs a value; parse without it and answer nothing
-		q, err := s.cfg.Registry.Parse(typ, union, opts)
-		if err != nil {
-			return nil, nil, err
-		}
+	if none {
 		page := &store.SearchPage{Total: 0}
 		if q.Total == "none" {
 			page.Total = -1
 		}
 		return q, page, nil
 	}
-	union.Add("_id", strings.Join(ids, ","))
-	q, err := s.cfg.Registry.Parse(typ, union, opts)
-	if err != nil {
-		return nil, nil, err
-	}
 	page, err := s.store.Search(ctx, tenant, q)
 	return q, page, err
+}
+
+// compartmentQuery is the search of typ with params in the compartment of
+// patient id. With one linking parameter that is one engine search. With
+// several, the ids matching each are collected first, and the query is the
+// search with _id in their union, which pages and sorts as any search;
+// none tells that no resource can match (the query then only carries the
+// result parameters).
+func (s *Server) compartmentQuery(ctx context.Context, tenant, typ, id string, params url.Values, opts search.ParseOptions) (q *search.Query, none bool, err error) {
+	queries, err := s.cfg.Registry.CompartmentQueries(typ, id, params, opts)
+	if err != nil {
+		return nil, false, err
+	}
+	if len(queries) == 1 {
+		return queries[0], false, nil
+	}
+	ids, err := s.matchingIDs(ctx, tenant, queries)
+	if err != nil {
+		return nil, false, err
+	}
+	union := cloneValues(params)
+	if len(ids) > 0 { // _id needs a value; without one, parse the rest and answer nothing
+		union.Add("_id", strings.Join(ids, ","))
+	}
+	q, err = s.cfg.Registry.Parse(typ, union, opts)
+	return q, len(ids) == 0, err
 }
 
 // matchingIDs are the sorted ids of the resources matching any of queries,

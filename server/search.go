@@ -195,7 +195,10 @@ func searchURL(base, typ string, params url.Values, cursor string) string {
 	if cursor != "" {
 		q.Set("_cursor", cursor)
 	}
-	u := base + "/" + typ
+	u := base
+	if typ != "" { // "" is the system search, at the base itself
+		u += "/" + typ
+	}
 	if enc := q.Encode(); enc != "" {
 		u += "?" + enc
 	}

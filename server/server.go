@@ -171,7 +171,11 @@ type route func(s *Server, c *gin.Context, segs []string)
 
 // routes maps a path shape (see shapeOf) and method to its interaction.
 var fhirRoutes = map[string]map[string]route{
-	"":          {http.MethodPost: func(s *Server, c *gin.Context, _ []string) { s.postBundle(c) }},
+	"": {
+		http.MethodPost: func(s *Server, c *gin.Context, _ []string) { s.postBundle(c) },
+		http.MethodGet:  func(s *Server, c *gin.Context, _ []string) { s.searchSystem(c) },
+	},
+	"_search":   {http.MethodPost: func(s *Server, c *gin.Context, _ []string) { s.searchSystem(c) }},
 	"$validate": {http.MethodPost: func(s *Server, c *gin.Context, _ []string) { s.validateOp(c, "", "") }},
 	"_history":  {http.MethodGet: func(s *Server, c *gin.Context, _ []string) { s.history(c, "", "") }},
 	"T": {
@@ -215,7 +219,7 @@ func shapeOf(segs []string) string {
 		switch {
 		case seg == "_history" && (i == 0 || i == 2 || (i == 1 && len(segs) == 2)):
 			shape[i] = seg
-		case seg == "_search" && i == 1 && len(segs) == 2:
+		case seg == "_search" && i <= 1 && i == len(segs)-1:
 			shape[i] = seg
 		case seg == "$validate" && i <= 2 && i == len(segs)-1:
 			shape[i] = seg
@@ -251,7 +255,7 @@ func (s *Server) dispatch(c *gin.Context) {
 		s.abort(c, fail(http.StatusNotFound, "not-found", "no such FHIR endpoint: "+c.Request.URL.Path, ""))
 		return
 	}
-	if len(segs) > 0 && shape != "_history" && shape != "$validate" && !isResourceType(segs[0]) {
+	if len(segs) > 0 && shape != "_history" && shape != "$validate" && shape != "_search" && !isResourceType(segs[0]) {
 		s.abort(c, fail(http.StatusNotFound, "not-supported", "unknown resource type "+quote(segs[0]), ""))
 		return
 	}

@@ -62,7 +62,7 @@ func (s *Store) Search(ctx context.Context, tenant string, q *search.Query) (*Se
 			dir = -1
 		}
 	}
-	rows, err := s.searchRows(ctx, coll, q, filter, orderBy(keys, dir))
+	rows, err := s.searchRows(ctx, coll, q, filter, orderBy(keys, dir), false)
 	if err != nil {
 		return nil, err
 	}
@@ -278,6 +278,9 @@ type searchCursor struct {
 	Values   bson.A `bson:"v"`
 	ID       string `bson:"i"`
 	Backward bool   `bson:"b,omitempty"`
+	// Type is the row's resource type in a system search (the last key
+	// of its order, after the id).
+	Type string `bson:"t,omitempty"`
 }
 
 func encodeSearchCursor(c searchCursor) string {
@@ -313,6 +316,11 @@ func decodeSearchCursor(s string) (*searchCursor, error) {
 // after narrows filter to rows beyond the cursor in the search order (or
 // before it, reading backwards): (k1 > v1) or (k1 = v1 and k2 > v2) ...
 func after(filter bson.D, keys []sortField, c *searchCursor, backward bool) bson.D {
+	return beyondRow(filter, keys, c, backward, false)
+}
+
+// beyondRow is after, also keeping the cursor's own row when orSame is set.
+func beyondRow(filter bson.D, keys []sortField, c *searchCursor, backward, orSame bool) bson.D {
 	alts := bson.A{}
 	for i := 0; i <= len(keys); i++ {
 		cond := bson.D{}
@@ -327,14 +335,18 @@ func after(filter bson.D, keys []sortField, c *searchCursor, backward bool) bson
 		if desc != backward {
 			op = "$lt"
 		}
+		if orSame && i == len(keys) {
+			op += "e"
+		}
 		alts = append(alts, append(cond, bson.E{Key: path, Value: bson.D{{Key: op, Value: v}}}))
 	}
 	return bson.D{{Key: "$and", Value: bson.A{filter, bson.D{{Key: "$or", Value: alts}}}}}
 }
 
 // searchRows reads up to Count+1 matching rows in order, dropping the false
-// positives the post-filter finds, reading on until the page is full.
-func (s *Store) searchRows(ctx context.Context, coll engine.Collection, q *search.Query, filter, order bson.D) ([]*searchDoc, error) {
+// positives the post-filter finds, reading on until the page is full. With
+// keysOnly, the rows hold their sort values and no resource.
+func (s *Store) searchRows(ctx context.Context, coll engine.Collection, q *search.Query, filter, order bson.D, keysOnly bool) ([]*searchDoc, error) {
 	want := q.Count + 1
 	var kept []*searchDoc
 	for skip := int64(0); ; {
@@ -343,7 +355,13 @@ func (s *Store) searchRows(ctx context.Context, coll engine.Collection, q *searc
 			limit = max(limit, 50)
 		}
 		opts := &engine.FindOptions{Sort: order, Skip: skip, Limit: limit}
-		if q.PostFilter == nil && len(q.Includes) == 0 {
+		switch {
+		case keysOnly:
+			opts.Projection = bson.D{{Key: "lastUpdated", Value: 1}, {Key: "sort", Value: 1}}
+			if q.PostFilter != nil {
+				opts.Projection = append(opts.Projection, bson.E{Key: "idx", Value: 1})
+			}
+		case q.PostFilter == nil && len(q.Includes) == 0:
 			opts.Projection = bson.D{{Key: "idx", Value: 0}} // idx is read only to check or follow it
 		}
 		cur, err := coll.Find(ctx, filter, opts)

@@ -88,6 +88,9 @@ type Database interface {
 	Collection(name string) Collection
 	// Drop removes every collection of the database.
 	Drop(ctx context.Context) error
+	// CollectionNames lists the collections that may hold documents: every
+	// collection holding one is listed, an empty one may be.
+	CollectionNames(ctx context.Context) ([]string, error)
 }
 
 // Collection is a set of documents keyed by a unique string "_id".

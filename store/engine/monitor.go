@@ -79,6 +79,16 @@ func (d monitoredDB) Drop(ctx context.Context) error {
 	return d.e.observe(ctx, d.name, "dropDatabase", nil, func() error { return d.db.Drop(ctx) })
 }
 
+func (d monitoredDB) CollectionNames(ctx context.Context) ([]string, error) {
+	var names []string
+	err := d.e.observe(ctx, d.name, "listCollections", nil, func() error {
+		var err error
+		names, err = d.db.CollectionNames(ctx)
+		return err
+	})
+	return names, err
+}
+
 type monitoredColl struct {
 	c    Collection
 	e    *monitored

@@ -40,6 +40,7 @@ func Run(t *testing.T, open func(t *testing.T) engine.Engine) {
 		{"Indexes", testIndexes},
 		{"Missing", testMissingCollection},
 		{"Drop", testDrop},
+		{"CollectionNames", testCollectionNames},
 		{"Cursor", testCursor},
 		{"Concurrent", testConcurrent},
 		{"Differential", testDifferential},

@@ -412,3 +412,23 @@ func testConcurrent(t *testing.T, db engine.Database) {
 		t.Errorf("count w=3 i<10: %d, want 10", n)
 	}
 }
+
+// testCollectionNames: every collection holding a document is listed; one
+// never written is not.
+func testCollectionNames(t *testing.T, db engine.Database) {
+	ctx := context.Background()
+	if names, err := db.CollectionNames(ctx); err != nil || len(names) != 0 {
+		t.Fatalf("a new database lists %v %v", names, err)
+	}
+	insert(t, db.Collection("Alpha"), bson.D{{Key: "_id", Value: "1"}})
+	insert(t, db.Collection("Beta"), bson.D{{Key: "_id", Value: "1"}}, bson.D{{Key: "_id", Value: "2"}})
+	count(t, db.Collection("Never"), bson.D{})
+	names, err := db.CollectionNames(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(names)
+	if !equal(names, []string{"Alpha", "Beta"}) {
+		t.Fatalf("collections %v, want Alpha and Beta", names)
+	}
+}

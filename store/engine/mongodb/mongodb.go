@@ -84,6 +84,11 @@ func (d database) Drop(ctx context.Context) error {
 	return wrap("drop database "+d.db.Name(), d.db.Drop(ctx))
 }
 
+func (d database) CollectionNames(ctx context.Context) ([]string, error) {
+	names, err := d.db.ListCollectionNames(ctx, bson.D{})
+	return names, wrap("list collections of "+d.db.Name(), err)
+}
+
 type collection struct{ c *mongo.Collection }
 
 func (c collection) op(verb string) string {

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"fhirstore/store/engine"
 )
@@ -16,6 +17,37 @@ type database struct {
 // Collection is the collection of that name (tables created on first write).
 func (d *database) Collection(name string) engine.Collection {
 	return &collection{e: d.e, db: d.name, n: namesOf(name)}
+}
+
+// CollectionNames lists the collections holding documents, from the path
+// counts (one index lookup, whatever the number of collections).
+func (d *database) CollectionNames(ctx context.Context) ([]string, error) {
+	var names []string
+	err := d.e.observe(ctx, d.name, "listCollections", func() error {
+		f, err := d.e.file(ctx, d.name)
+		if err != nil {
+			return classify("list collections of "+d.name, err)
+		}
+		q, err := f.reader(ctx)
+		if err != nil {
+			return classify("list collections of "+d.name, err)
+		}
+		defer f.release(q)
+		var exists int64
+		_, err = q.queryRow(ctx, "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = ?", []any{strings.Trim(pathsTable, `"`)}, &exists)
+		if err != nil || exists == 0 {
+			return classify("list collections of "+d.name, err)
+		}
+		r, err := q.query(ctx, "SELECT c FROM "+pathsTable+" WHERE f = ? AND n > 0 ORDER BY c", []any{docsPath})
+		if err != nil {
+			return classify("list collections of "+d.name, err)
+		}
+		for r.next() {
+			names = append(names, r.text(0))
+		}
+		return classify("list collections of "+d.name, r.err)
+	})
+	return names, err
 }
 
 // Drop drops every table of the file in one transaction; the file stays,
