@@ -94,8 +94,22 @@ func (s *Server) capabilityStatement(base string) map[string]any {
 		"rest": []map[string]any{{
 			"mode":        "server",
 			"resource":    resources,
-			"interaction": []map[string]string{{"code": "transaction"}, {"code": "batch"}, {"code": "history-system"}},
+			"interaction": []map[string]string{{"code": "transaction"}, {"code": "batch"}, {"code": "search-system"}, {"code": "history-system"}},
+			"searchParam": systemSearchParams,
 			"operation":   validateOperation,
 		}},
 	}
+}
+
+// systemSearchParams are the parameters of the system search (GET [base]?).
+var systemSearchParams = []map[string]string{
+	{"name": "_id", "type": "token", "definition": "http://hl7.org/fhir/SearchParameter/Resource-id"},
+	{"name": "_lastUpdated", "type": "date", "definition": "http://hl7.org/fhir/SearchParameter/Resource-lastUpdated"},
+	{"name": "_tag", "type": "token", "definition": "http://hl7.org/fhir/SearchParameter/Resource-tag"},
+	{"name": "_profile", "type": "uri", "definition": "http://hl7.org/fhir/SearchParameter/Resource-profile"},
+	{"name": "_security", "type": "token", "definition": "http://hl7.org/fhir/SearchParameter/Resource-security"},
+	{"name": "_source", "type": "uri", "definition": "http://hl7.org/fhir/SearchParameter/Resource-source"},
+	{"name": "_list", "type": "token", "documentation": "the items of the List of that id"},
+	{"name": "_has", "type": "special", "documentation": "_has:Type:reference:parameter=value, resources of Type referring to the match"},
+	{"name": "_type", "type": "token", "documentation": "the resource types searched (default: every type the token may search)"},
 }

@@ -108,3 +108,39 @@ func TestStatementDeclaresBundlesAndConditionals(t *testing.T) {
 	}
 	t.Fatal("no Patient in the statement")
 }
+
+// TestStatementDeclaresSystemSearch: the statement declares search-system
+// with its parameters, and each declared parameter is served at the base.
+func TestStatementDeclaresSystemSearch(t *testing.T) {
+	e := newEnv(t)
+	e.create("Patient", `{"resourceType":"Patient","meta":{"tag":[{"system":"urn:t","code":"x"}]}}`)
+	rest := e.get("/metadata").JSON(t)["rest"].([]any)[0].(map[string]any)
+	declared := false
+	for _, in := range asList(rest["interaction"]) {
+		declared = declared || in.(map[string]any)["code"] == "search-system"
+	}
+	if !declared {
+		t.Fatalf("no search-system interaction: %v", rest["interaction"])
+	}
+	samples := map[string]string{"_id": "x", "_lastUpdated": "ge2000", "_tag": "urn:t|x", "_profile": "http://x/p",
+		"_security": "urn:s|c", "_source": "urn:src", "_list": "l", "_has:Observation:subject:code": "c", "_type": "Patient"}
+	params := asList(rest["searchParam"])
+	if len(params) != len(samples) {
+		t.Fatalf("%d system parameters declared, %d sampled", len(params), len(samples))
+	}
+	for _, p := range params {
+		name := p.(map[string]any)["name"].(string)
+		key := name
+		if name == "_has" {
+			key = "_has:Observation:subject:code"
+		}
+		v, ok := samples[key]
+		if !ok {
+			t.Fatalf("no sample for %s", name)
+		}
+		r := e.do(request{Method: http.MethodGet, Path: "?" + key + "=" + v, Header: map[string]string{"Prefer": "handling=strict"}})
+		if r.Status != http.StatusOK {
+			t.Errorf("%s: %d %s", name, r.Status, r.Body)
+		}
+	}
+}
