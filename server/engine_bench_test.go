@@ -219,6 +219,8 @@ func pickTargets(b *testing.B, e *env) []benchTarget {
 		{"instance-history", "/Patient/" + pat["id"].(string) + "/_history"},
 		{"type-history", "/Observation/_history?_count=10"},
 		{"missing-id", "/Patient?_id=no-such-id"},
+		{"system-newest-10", "?_sort=-_lastUpdated&_count=10"},
+		{"system-by-id", "?_id=" + pat["id"].(string)},
 	}
 }
 
