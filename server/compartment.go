@@ -76,11 +76,7 @@ func (s *Server) compartmentPage(ctx context.Context, tenant, typ, id string, pa
 		return nil, nil, err
 	}
 	if none {
-		page := &store.SearchPage{Total: 0}
-		if q.Total == "none" {
-			page.Total = -1
-		}
-		return q, page, nil
+		return q, emptyPage(q), nil
 	}
 	page, err := s.store.Search(ctx, tenant, q)
 	return q, page, err

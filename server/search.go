@@ -56,6 +56,19 @@ func (s *Server) runSearch(c *gin.Context, typ string, params url.Values, opts s
 	if err != nil {
 		return nil, nil, err
 	}
+	if id := params.Get("_list"); id != "" {
+		members, err := s.listMembers(c, id)
+		if err != nil {
+			return nil, nil, err
+		}
+		params = cloneValues(params)
+		params.Del("_list")
+		if len(members[typ]) == 0 { // parse the rest for its errors and answer nothing
+			q, err := s.cfg.Registry.Parse(typ, params, opts)
+			return q, emptyPage(q), searchError(err)
+		}
+		params.Add("_id", strings.Join(members[typ], ","))
+	}
 	if restricted(g, typ) && typ == "Patient" { // the patient itself, not the records it links to
 		params = cloneValues(params)
 		params.Add("_id", accessOf(ctx).patient)
@@ -72,6 +85,14 @@ func (s *Server) runSearch(c *gin.Context, typ string, params url.Values, opts s
 	}
 	page, err := s.store.Search(ctx, tenant, q)
 	return q, page, searchError(err)
+}
+
+// emptyPage is the answer of a search that cannot match.
+func emptyPage(q *search.Query) *store.SearchPage {
+	if q != nil && q.Total == "none" {
+		return &store.SearchPage{Total: -1}
+	}
+	return &store.SearchPage{Total: 0}
 }
 
 // hasReverseChain tells whether params use _has.

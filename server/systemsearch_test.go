@@ -78,6 +78,29 @@ func TestSystemSearchAcrossTypes(t *testing.T) {
 	}
 }
 
+// TestTypeSearchList: _list on a type search keeps the List's items of
+// that type.
+func TestTypeSearchList(t *testing.T) {
+	e, _ := systemEnv(t)
+	tests := []struct {
+		name, path string
+		want       []string
+	}{
+		{"the List's items of the type", "/Patient?_list=slist", []string{"Patient/sp1"}},
+		{"with another condition", "/Observation?_list=slist&_id=so1,so2", []string{"Observation/so2"}},
+		{"an item marked deleted is not listed", "/Organization?_list=slist", nil},
+		{"an unknown List lists nothing", "/Patient?_list=nolist", nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			wantIDs(t, ids(t, e.get(tc.path), "match"), tc.want...)
+			if n := searchTotal(t, e, tc.path); n != len(tc.want) {
+				t.Fatalf("total %d, want %d", n, len(tc.want))
+			}
+		})
+	}
+}
+
 func TestSystemSearchSortsAndPages(t *testing.T) {
 	e, _ := systemEnv(t)
 	byUpdate := []string{"Patient/sp1", "Patient/sp2", "Organization/sorg", "Observation/so1", "Observation/so2", "List/slist"}
