@@ -119,8 +119,11 @@ func (s *Store) heldTypes(ctx context.Context, tenant string, qs []*search.Query
 }
 
 // systemRows reads the next Count+1 rows of every part beyond cur and
-// merges them in the system search order.
+// merges them in the system search order. Once Count+1 rows are at hand,
+// the last of them bounds the later parts: a part reads only rows before
+// it, so a type whose rows all sort later costs one index probe.
 func (s *Store) systemRows(ctx context.Context, tenant string, qs []*search.Query, bases []bson.D, keys []sortField, cur *searchCursor) ([]typedRow, error) {
+	want := qs[0].Count + 1
 	var rows []typedRow
 	for i, q := range qs {
 		filter := bases[i]
@@ -128,6 +131,10 @@ func (s *Store) systemRows(ctx context.Context, tenant string, qs []*search.Quer
 			// The cursor's own (values, id) is a row of another type, or of
 			// this one when its type sorts first; later types keep an equal row.
 			filter = beyondRow(filter, keys, cur, false, q.Type > cur.Type)
+		}
+		if len(rows) == want {
+			bound := rows[want-1].pos
+			filter = beyondRow(filter, keys, &bound, true, q.Type < bound.Type)
 		}
 		docs, err := s.searchRows(ctx, s.tenantDB(tenant).Collection(q.Type), q, filter, orderBy(keys, 1), true)
 		if err != nil {
@@ -138,8 +145,11 @@ func (s *Store) systemRows(ctx context.Context, tenant string, qs []*search.Quer
 			pos.Type = q.Type
 			rows = append(rows, typedRow{typ: q.Type, doc: d, pos: pos})
 		}
+		slices.SortFunc(rows, func(a, b typedRow) int { return comparePositions(keys, a.pos, b.pos) })
+		if len(rows) > want {
+			rows = rows[:want]
+		}
 	}
-	slices.SortFunc(rows, func(a, b typedRow) int { return comparePositions(keys, a.pos, b.pos) })
 	return rows, nil
 }
 
