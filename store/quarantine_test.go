@@ -80,6 +80,13 @@ func wantHeld(t *testing.T, st *store.Store, tenant, createdID string, want erro
 	if _, err := st.Search(ctx, tenant, q); !errors.Is(err, want) {
 		t.Fatalf("search: %v, want %v", err, want)
 	}
+	q, err = db.Registry().Parse("Encounter", url.Values{"_include": {"Encounter:subject"}}, search.ParseOptions{Strict: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Search(ctx, tenant, q); !errors.Is(err, want) {
+		t.Fatalf("search including the held Patient: %v, want %v", err, want)
+	}
 }
 
 // TestRefusedRollForwardIsQuarantined: a committed transaction whose
@@ -100,6 +107,9 @@ func TestRefusedRollForwardIsQuarantined(t *testing.T) {
 			st := db.Open(t, opts)
 			tenant := db.Tenant(t, st)
 			seedLedger(t, st, tenant)
+			if _, err := st.Create(ctx, tenant, "Encounter", []byte(`{"resourceType":"Encounter","status":"finished","class":{"code":"HH"},"subject":{"reference":"Patient/ledger"}}`), store.WriteOptions{}); err != nil {
+				t.Fatal(err)
+			}
 			refuse.Store(true)
 			results, err := st.Transaction(ctx, tenant, crashOps("T1"))
 			if err != nil {

@@ -81,8 +81,13 @@ func (s *Store) Search(ctx context.Context, tenant string, q *search.Query) (*Se
 	if err := s.checkHeldResources(tenant, page.Entries); err != nil {
 		return nil, err
 	}
-	page.Included, err = s.includes(ctx, tenant, q, page.Entries)
-	return page, err
+	if page.Included, err = s.includes(ctx, tenant, q, page.Entries); err != nil {
+		return nil, err
+	}
+	if err := s.checkHeldResources(tenant, page.Included); err != nil {
+		return nil, err
+	}
+	return page, nil
 }
 
 // searchFilter is q's filter over current, undeleted rows, with each _has
