@@ -71,6 +71,8 @@ func (c *Console) serveAPI(w http.ResponseWriter, r *http.Request) {
 		c.serveOverview(w, r, sess)
 	case strings.HasPrefix(name, "references/"):
 		c.serveReferences(w, strings.TrimPrefix(name, "references/"))
+	case name == "changes":
+		c.serveChanges(w, r, sess)
 	case strings.HasPrefix(name, "referrers/"):
 		c.serveReferrers(w, r, sess, strings.TrimPrefix(name, "referrers/"))
 	default:
@@ -115,6 +117,21 @@ func (c *Console) count(ctx context.Context, tenant string, scopes []auth.Scope,
 	if c.opts.Registry == nil {
 		return nil
 	}
+	var idx []int
+	for i, t := range types {
+		if auth.Decide(scopes, patient, t.Type, auth.Search) == auth.Full {
+			idx = append(idx, i)
+		}
+	}
+	return parallel(len(idx), func(k int) error {
+		n, err := c.countType(ctx, tenant, types[idx[k]].Type, nil)
+		types[idx[k]].Count = &n
+		return err
+	})
+}
+
+// parallel runs fn(0..n-1), countWorkers at a time, and returns the first error.
+func parallel(n int, fn func(i int) error) error {
 	jobs := make(chan int)
 	errs := make(chan error, countWorkers)
 	var wg sync.WaitGroup
@@ -124,23 +141,15 @@ func (c *Console) count(ctx context.Context, tenant string, scopes []auth.Scope,
 			defer wg.Done()
 			var first error
 			for i := range jobs {
-				if first != nil {
-					continue
+				if first == nil {
+					first = fn(i)
 				}
-				n, err := c.countType(ctx, tenant, types[i].Type, nil)
-				if err != nil {
-					first = err
-					continue
-				}
-				types[i].Count = &n
 			}
 			errs <- first
 		}()
 	}
-	for i, t := range types {
-		if auth.Decide(scopes, patient, t.Type, auth.Search) == auth.Full {
-			jobs <- i
-		}
+	for i := range n {
+		jobs <- i
 	}
 	close(jobs)
 	wg.Wait()

@@ -268,3 +268,36 @@ func TestConsoleCountsWhatPointsAtAResource(t *testing.T) {
 		t.Errorf("a reference without id: status %d", status)
 	}
 }
+
+func TestConsoleLatestChangesLeaveOutTheAuditTrail(t *testing.T) {
+	e := newEnv(t)
+	pid := e.create("Patient", `{"resourceType":"Patient","name":[{"family":"First"}]}`)
+	oid := e.create("Observation", `{"resourceType":"Observation","status":"final","code":{"text":"x"}}`)
+	e.fhir(http.MethodPut, "/Patient/"+pid, `{"resourceType":"Patient","id":"`+pid+`","name":[{"family":"Second"}]}`, http.StatusOK)
+	e.create("AuditEvent", `{"resourceType":"AuditEvent","type":{"code":"rest"},"recorded":"2024-01-01T00:00:00Z","agent":[{"requestor":true}],"source":{"observer":{"display":"x"}}}`)
+	status, _, body := e.call(http.MethodGet, "/console/api/changes", "", nil)
+	if status != http.StatusOK {
+		t.Fatalf("status %d: %s", status, body)
+	}
+	var r struct {
+		Changes []struct {
+			Type, ID, Method string
+			Version          int
+		}
+		Hidden []string
+	}
+	if err := json.Unmarshal(body, &r); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range r.Changes {
+		got = append(got, fmt.Sprintf("%s/%s v%d %s", c.Type, c.ID, c.Version, c.Method))
+	}
+	want := []string{"Patient/" + pid + " v2 PUT", "Observation/" + oid + " v1 POST", "Patient/" + pid + " v1 POST"}
+	if !slices.Equal(got, want) {
+		t.Errorf("changes = %q, want %q", got, want)
+	}
+	if !slices.Equal(r.Hidden, []string{"AuditEvent"}) {
+		t.Errorf("hidden = %v", r.Hidden)
+	}
+}

@@ -37,33 +37,26 @@ function typesTable(types) {
 
 async function latestChanges(box) {
   try {
-    const b = await api.get('/_history?_count=15');
-    const entries = b.entry || [];
-    if (entries.length === 0) { box.replaceChildren(h('p', {class: 'muted'}, 'Nothing has changed yet.')); return; }
-    box.replaceChildren(h('table', {class: 'changes'},
+    const r = await api.consoleApi('changes');
+    const note = r.hidden && r.hidden.length ? h('p', {class: 'muted'}, 'Not shown: ' + r.hidden.join(', ') + ' (written by every request).') : null;
+    if (r.changes.length === 0) { box.replaceChildren(...[h('p', {class: 'muted'}, 'Nothing has changed yet.'), note].filter(Boolean)); return; }
+    box.replaceChildren(...[h('table', {class: 'changes'},
       h('thead', null, h('tr', null, h('th', null, 'When'), h('th', null, 'What'), h('th', null, 'Change'))),
-      h('tbody', null, entries.map(changeRow))));
+      h('tbody', null, r.changes.map(changeRow))), note].filter(Boolean));
   } catch (e) {
-    box.replaceChildren(message('info', e.status === 403 ? 'Your token may not read the whole history.' : 'History unavailable: ' + e.message));
+    box.replaceChildren(message('info', 'History unavailable: ' + e.message));
   }
 }
 
-function changeRow(e) {
-  const r = e.resource;
-  const method = (e.request && e.request.method) || '';
-  const [type, id] = r ? [r.resourceType, r.id] : urlParts(e.fullUrl || (e.request && e.request.url) || '');
-  const vid = r && r.meta ? r.meta.versionId : '';
-  const label = type + '/' + id;
-  const verb = {POST: 'created', PUT: 'updated', DELETE: 'deleted', PATCH: 'patched'}[method] || method.toLowerCase();
-  return h('tr', null,
-    h('td', null, fmtDate((r && r.meta && r.meta.lastUpdated) || (e.response && e.response.lastModified))),
-    h('td', null, type && id ? h('a', {href: '#/r/' + enc(type) + '/' + enc(id)}, label) : label),
-    h('td', null, verb + (vid ? ' (v' + vid + ')' : '')));
-}
+const VERBS = {POST: 'created', PUT: 'updated', DELETE: 'deleted', PATCH: 'patched'};
 
-function urlParts(u) {
-  const m = /([A-Z][A-Za-z]+)\/([^/]+)(\/_history\/[^/]+)?$/.exec(u);
-  return m ? [m[1], m[2]] : ['', ''];
+function changeRow(c) {
+  const label = c.type + '/' + c.id;
+  const verb = c.deleted ? 'deleted' : (VERBS[c.method] || String(c.method || '').toLowerCase());
+  return h('tr', null,
+    h('td', null, fmtDate(c.lastUpdated)),
+    h('td', null, c.deleted ? label : h('a', {href: '#/r/' + enc(c.type) + '/' + enc(c.id)}, label)),
+    h('td', null, verb + ' (v' + c.version + ')'));
 }
 
 function facts(ov) {
