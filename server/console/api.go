@@ -36,6 +36,10 @@ type overview struct {
 	Scopes   []string   `json:"scopes"`
 	Types    []typeInfo `json:"types"`
 	Server   facts      `json:"server"`
+	// Changes are the latest changes, when asked for (?changes=1).
+	Changes []change `json:"changes,omitempty"`
+	// Hidden are the types the latest changes leave out.
+	Hidden []string `json:"hidden,omitempty"`
 }
 
 // facts are the server facts of the home page.
@@ -71,8 +75,6 @@ func (c *Console) serveAPI(w http.ResponseWriter, r *http.Request) {
 		c.serveOverview(w, r, sess)
 	case strings.HasPrefix(name, "references/"):
 		c.serveReferences(w, strings.TrimPrefix(name, "references/"))
-	case name == "changes":
-		c.serveChanges(w, r, sess)
 	case strings.HasPrefix(name, "referrers/"):
 		c.serveReferrers(w, r, sess, strings.TrimPrefix(name, "referrers/"))
 	default:
@@ -100,8 +102,20 @@ func (c *Console) serveOverview(w http.ResponseWriter, r *http.Request, sess Ses
 		writeAPIError(w, http.StatusServiceUnavailable, "the database did not answer the counts")
 		return
 	}
+	var changes []change
+	var hidden []string
+	if r.URL.Query().Get("changes") != "" {
+		var err error
+		if changes, err = c.latestChanges(r.Context(), sess, types); err != nil {
+			c.opts.Logger.Error("console latest changes", zap.String("tenant", sess.Tenant), zap.Error(err))
+			writeAPIError(w, http.StatusServiceUnavailable, "the database did not answer the history")
+			return
+		}
+		hidden = sortedKeys(noisyTypes)
+	}
 	now := c.opts.Now()
 	writeAPIJSON(w, overview{
+		Changes: changes, Hidden: hidden,
 		Tenant: sess.Tenant, Subject: p.Subject, ClientID: p.ClientID, Patient: p.Patient,
 		Scopes: nonNil(p.Scopes), Types: types,
 		Server: facts{

@@ -2,14 +2,10 @@ package console
 
 import (
 	"context"
-	"net/http"
 	"slices"
 	"sync"
 	"time"
 
-	"go.uber.org/zap"
-
-	"fhirstore/fhirschema"
 	"fhirstore/server/auth"
 	"fhirstore/store"
 )
@@ -32,39 +28,21 @@ type change struct {
 // would push every other change off the list.
 var noisyTypes = map[string]bool{"AuditEvent": true}
 
-// serveChanges lists the latest versions across the types the caller may
-// read in full, newest first: the type histories of the types that hold
-// resources, merged.
-func (c *Console) serveChanges(w http.ResponseWriter, r *http.Request, sess Session) {
-	out, err := c.changes(r.Context(), sess)
-	if err != nil {
-		c.opts.Logger.Error("console latest changes", zap.String("tenant", sess.Tenant), zap.Error(err))
-		writeAPIError(w, http.StatusServiceUnavailable, "the database did not answer the history")
-		return
-	}
-	writeAPIJSON(w, map[string]any{"changes": out, "hidden": sortedKeys(noisyTypes)})
-}
-
-func (c *Console) changes(ctx context.Context, sess Session) ([]change, error) {
-	out := []change{}
-	if c.opts.Registry == nil {
-		return out, nil
-	}
+// latestChanges lists the newest versions of the types that hold
+// resources (counted ones, with a count above zero) and that the caller
+// may read in full, newest first: their type histories, merged.
+func (c *Console) latestChanges(ctx context.Context, sess Session, types []typeInfo) ([]change, error) {
 	scopes := auth.ParseScopes(sess.Principal.Scopes)
-	var candidates []string
-	for _, t := range fhirschema.ResourceTypes() {
-		if !noisyTypes[t] && auth.Decide(scopes, sess.Principal.Patient, t, auth.Read) == auth.Full &&
-			auth.Decide(scopes, sess.Principal.Patient, t, auth.Search) == auth.Full {
-			candidates = append(candidates, t)
+	var present []string
+	for _, t := range types {
+		if t.Count != nil && *t.Count > 0 && !noisyTypes[t.Type] && auth.Decide(scopes, sess.Principal.Patient, t.Type, auth.Read) == auth.Full {
+			present = append(present, t.Type)
 		}
 	}
+	out := []change{}
 	var mu sync.Mutex
-	err := parallel(len(candidates), func(i int) error {
-		typ := candidates[i]
-		if n, err := c.countType(ctx, sess.Tenant, typ, nil); err != nil || n == 0 {
-			return err
-		}
-		page, err := c.opts.Store.History(ctx, sess.Tenant, store.HistoryQuery{Type: typ, Count: changesShown})
+	err := parallel(len(present), func(i int) error {
+		page, err := c.opts.Store.History(ctx, sess.Tenant, store.HistoryQuery{Type: present[i], Count: changesShown})
 		if err != nil {
 			return err
 		}

@@ -24,11 +24,12 @@ export function can(type, letter) {
 
 // loadSession asks the server who the token belongs to (and what the
 // tenant holds), and keeps the answer for reloads of this tab.
-export async function loadSession() {
-  const ov = await api.consoleApi('overview');
+// With changes set, the answer also holds the latest changes (home page).
+export async function loadSession(changes = false) {
+  const ov = await api.consoleApi('overview' + (changes ? '?changes=1' : ''));
   useSession(ov);
   session.loadedAt = Date.now();
-  api.remember('overview', ov);
+  api.remember('overview', {...ov, changes: undefined});
   return ov;
 }
 
@@ -89,6 +90,7 @@ async function route_() {
   let name = parts[0] || '';
   if (!api.token() && name !== 'signin') { location.replace('#/signin'); return; }
   try {
+    if (api.token() && name === '') await loadSession(true); // the home page shows fresh counts
     if (api.token() && !session.overview) resumeSession();
     if (api.token() && !session.overview) await loadSession();
     renderWho();

@@ -1,19 +1,17 @@
 // Home: the tenant's types with their counts, the latest changes and the
 // server facts.
-import {h, enc, fmtDate, message} from '../dom.js';
-import * as api from '../api.js';
-import {session, loadSession, can} from '../app.js';
+import {h, enc, fmtDate} from '../dom.js';
+import {session, can} from '../app.js';
 
+// homeView shows the overview the router has just loaded, with the
+// latest changes.
 export async function homeView() {
-  const changes = h('div', {id: 'changes'}, h('p', {class: 'muted'}, 'Loading…'));
-  latestChanges(changes); // in parallel with the counts
-  // Fresh counts, unless the router has just asked for them.
-  const ov = session.overview && Date.now() - session.loadedAt < 2000 ? session.overview : await loadSession();
+  const ov = session.overview;
   return h('section', {class: 'home', dataset: {title: 'Home'}},
     h('h1', null, 'Tenant ', h('span', {class: 'tenant-name'}, ov.tenant)),
     h('div', {class: 'grid'},
       h('div', {class: 'card'}, h('h2', null, 'Resources'), typesTable(ov.types)),
-      h('div', {class: 'card'}, h('h2', null, 'Latest changes'), changes),
+      h('div', {class: 'card'}, h('h2', null, 'Latest changes'), latestChanges(ov)),
       h('div', {class: 'card'}, h('h2', null, 'Server'), facts(ov))));
 }
 
@@ -35,17 +33,13 @@ function typesTable(types) {
     h('tfoot', null, h('tr', null, h('th', null, 'Total'), h('th', {class: 'num'}, total.toLocaleString()))));
 }
 
-async function latestChanges(box) {
-  try {
-    const r = await api.consoleApi('changes');
-    const note = r.hidden && r.hidden.length ? h('p', {class: 'muted'}, 'Not shown: ' + r.hidden.join(', ') + ' (written by every request).') : null;
-    if (r.changes.length === 0) { box.replaceChildren(...[h('p', {class: 'muted'}, 'Nothing has changed yet.'), note].filter(Boolean)); return; }
-    box.replaceChildren(...[h('table', {class: 'changes'},
-      h('thead', null, h('tr', null, h('th', null, 'When'), h('th', null, 'What'), h('th', null, 'Change'))),
-      h('tbody', null, r.changes.map(changeRow))), note].filter(Boolean));
-  } catch (e) {
-    box.replaceChildren(message('info', 'History unavailable: ' + e.message));
-  }
+function latestChanges(ov) {
+  const changes = ov.changes || [];
+  const note = ov.hidden && ov.hidden.length ? h('p', {class: 'muted'}, 'Not shown: ' + ov.hidden.join(', ') + ' (written by every request).') : null;
+  if (changes.length === 0) return h('div', {id: 'changes'}, h('p', {class: 'muted'}, 'Nothing has changed yet.'), note);
+  return h('div', {id: 'changes'}, h('table', {class: 'changes'},
+    h('thead', null, h('tr', null, h('th', null, 'When'), h('th', null, 'What'), h('th', null, 'Change'))),
+    h('tbody', null, changes.map(changeRow))), note);
 }
 
 const VERBS = {POST: 'created', PUT: 'updated', DELETE: 'deleted', PATCH: 'patched'};
