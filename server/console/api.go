@@ -36,10 +36,6 @@ type overview struct {
 	Scopes   []string   `json:"scopes"`
 	Types    []typeInfo `json:"types"`
 	Server   facts      `json:"server"`
-	// Changes are the latest changes, when asked for (?changes=1).
-	Changes []change `json:"changes,omitempty"`
-	// Hidden are the types the latest changes leave out.
-	Hidden []string `json:"hidden,omitempty"`
 }
 
 // facts are the server facts of the home page.
@@ -75,6 +71,8 @@ func (c *Console) serveAPI(w http.ResponseWriter, r *http.Request) {
 		c.serveOverview(w, r, sess)
 	case strings.HasPrefix(name, "references/"):
 		c.serveReferences(w, strings.TrimPrefix(name, "references/"))
+	case name == "changes":
+		c.serveChanges(w, r, sess)
 	case strings.HasPrefix(name, "referrers/"):
 		c.serveReferrers(w, r, sess, strings.TrimPrefix(name, "referrers/"))
 	default:
@@ -85,6 +83,27 @@ func (c *Console) serveAPI(w http.ResponseWriter, r *http.Request) {
 // serveOverview answers who the caller is, what each type holds and what
 // the caller may do with it, and the server facts.
 func (c *Console) serveOverview(w http.ResponseWriter, r *http.Request, sess Session) {
+	p := sess.Principal
+	types, err := c.typeInfos(r.Context(), sess)
+	if err != nil {
+		c.opts.Logger.Error("console overview counts", zap.String("tenant", sess.Tenant), zap.Error(err))
+		writeAPIError(w, http.StatusServiceUnavailable, "the database did not answer the counts")
+		return
+	}
+	now := c.opts.Now()
+	writeAPIJSON(w, overview{
+		Tenant: sess.Tenant, Subject: p.Subject, ClientID: p.ClientID, Patient: p.Patient,
+		Scopes: nonNil(p.Scopes), Types: types,
+		Server: facts{
+			Version: c.opts.Version, Engine: c.opts.Store.Engine(), FHIRVersion: fhirschema.FHIRVersion,
+			Started: c.started.UTC(), UptimeSeconds: int64(now.Sub(c.started) / time.Second),
+		},
+	})
+}
+
+// typeInfos lists every type with what the caller may do with it and,
+// where the caller may search all of it, its count.
+func (c *Console) typeInfos(ctx context.Context, sess Session) ([]typeInfo, error) {
 	p := sess.Principal
 	scopes := auth.ParseScopes(p.Scopes)
 	types := make([]typeInfo, 0, len(fhirschema.ResourceTypes()))
@@ -97,32 +116,7 @@ func (c *Console) serveOverview(w http.ResponseWriter, r *http.Request, sess Ses
 		}
 		types = append(types, typeInfo{Type: t, Access: string(letters)})
 	}
-	if err := c.count(r.Context(), sess.Tenant, scopes, p.Patient, types); err != nil {
-		c.opts.Logger.Error("console overview counts", zap.String("tenant", sess.Tenant), zap.Error(err))
-		writeAPIError(w, http.StatusServiceUnavailable, "the database did not answer the counts")
-		return
-	}
-	var changes []change
-	var hidden []string
-	if r.URL.Query().Get("changes") != "" {
-		var err error
-		if changes, err = c.latestChanges(r.Context(), sess, types); err != nil {
-			c.opts.Logger.Error("console latest changes", zap.String("tenant", sess.Tenant), zap.Error(err))
-			writeAPIError(w, http.StatusServiceUnavailable, "the database did not answer the history")
-			return
-		}
-		hidden = sortedKeys(noisyTypes)
-	}
-	now := c.opts.Now()
-	writeAPIJSON(w, overview{
-		Changes: changes, Hidden: hidden,
-		Tenant: sess.Tenant, Subject: p.Subject, ClientID: p.ClientID, Patient: p.Patient,
-		Scopes: nonNil(p.Scopes), Types: types,
-		Server: facts{
-			Version: c.opts.Version, Engine: c.opts.Store.Engine(), FHIRVersion: fhirschema.FHIRVersion,
-			Started: c.started.UTC(), UptimeSeconds: int64(now.Sub(c.started) / time.Second),
-		},
-	})
+	return types, c.count(ctx, sess.Tenant, scopes, p.Patient, types)
 }
 
 // count fills in the counts of the types whose every resource the caller

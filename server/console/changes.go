@@ -2,9 +2,12 @@ package console
 
 import (
 	"context"
+	"net/http"
 	"slices"
 	"sync"
 	"time"
+
+	"go.uber.org/zap"
 
 	"fhirstore/server/auth"
 	"fhirstore/store"
@@ -27,6 +30,21 @@ type change struct {
 // every request (the console's own included) writes an AuditEvent, which
 // would push every other change off the list.
 var noisyTypes = map[string]bool{"AuditEvent": true}
+
+// serveChanges answers the home page's latest changes.
+func (c *Console) serveChanges(w http.ResponseWriter, r *http.Request, sess Session) {
+	types, err := c.typeInfos(r.Context(), sess)
+	var out []change
+	if err == nil {
+		out, err = c.latestChanges(r.Context(), sess, types)
+	}
+	if err != nil {
+		c.opts.Logger.Error("console latest changes", zap.String("tenant", sess.Tenant), zap.Error(err))
+		writeAPIError(w, http.StatusServiceUnavailable, "the database did not answer the history")
+		return
+	}
+	writeAPIJSON(w, map[string]any{"changes": out, "hidden": sortedKeys(noisyTypes)})
+}
 
 // latestChanges lists the newest versions of the types that hold
 // resources (counted ones, with a count above zero) and that the caller

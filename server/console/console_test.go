@@ -275,7 +275,7 @@ func TestConsoleLatestChangesLeaveOutTheAuditTrail(t *testing.T) {
 	oid := e.create("Observation", `{"resourceType":"Observation","status":"final","code":{"text":"x"}}`)
 	e.fhir(http.MethodPut, "/Patient/"+pid, `{"resourceType":"Patient","id":"`+pid+`","name":[{"family":"Second"}]}`, http.StatusOK)
 	e.create("AuditEvent", `{"resourceType":"AuditEvent","type":{"code":"rest"},"recorded":"2024-01-01T00:00:00Z","agent":[{"requestor":true}],"source":{"observer":{"display":"x"}}}`)
-	status, _, body := e.call(http.MethodGet, "/console/api/overview?changes=1", "", nil)
+	status, _, body := e.call(http.MethodGet, "/console/api/changes", "", nil)
 	if status != http.StatusOK {
 		t.Fatalf("status %d: %s", status, body)
 	}

@@ -29,7 +29,8 @@ func TestBrowserPageLoadTimes(t *testing.T) {
 	tb := newTab(t, e)
 	tb.signIn(e.token)
 	pages := []struct{ name, route, ready string }{
-		{"home", "#/", "#counts tbody tr"},
+		{"home: counts", "#/", "#counts tbody tr"},
+		{"home: counts and latest changes", "#/", "#changes tbody tr"},
 		{"search Patient", "#/search/Patient?_count=20", "#results-table tbody tr"},
 		{"search Observation (code, value, date, subject)", "#/search/Observation?_count=50&_sort=-date", "#results-table tbody tr"},
 		{"search Encounter by patient name (chain)", "#/search/Encounter?patient.family=Jerde200&_count=20", "#results-table tbody tr"},

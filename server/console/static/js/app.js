@@ -24,12 +24,11 @@ export function can(type, letter) {
 
 // loadSession asks the server who the token belongs to (and what the
 // tenant holds), and keeps the answer for reloads of this tab.
-// With changes set, the answer also holds the latest changes (home page).
-export async function loadSession(changes = false) {
-  const ov = await api.consoleApi('overview' + (changes ? '?changes=1' : ''));
+export async function loadSession() {
+  const ov = await api.consoleApi('overview');
   useSession(ov);
   session.loadedAt = Date.now();
-  api.remember('overview', {...ov, changes: undefined});
+  api.remember('overview', ov);
   return ov;
 }
 
@@ -90,7 +89,7 @@ async function route_() {
   let name = parts[0] || '';
   if (!api.token() && name !== 'signin') { location.replace('#/signin'); return; }
   try {
-    if (api.token() && name === '') await loadSession(true); // the home page shows fresh counts
+    if (api.token() && name === '') await loadSession(); // the home page shows fresh counts
     if (api.token() && !session.overview) resumeSession();
     if (api.token() && !session.overview) await loadSession();
     renderWho();

@@ -1,6 +1,7 @@
 // Home: the tenant's types with their counts, the latest changes and the
 // server facts.
-import {h, enc, fmtDate} from '../dom.js';
+import {h, enc, fmtDate, clear, message} from '../dom.js';
+import * as api from '../api.js';
 import {session, can} from '../app.js';
 
 // homeView shows the overview the router has just loaded, with the
@@ -11,7 +12,7 @@ export async function homeView() {
     h('h1', null, 'Tenant ', h('span', {class: 'tenant-name'}, ov.tenant)),
     h('div', {class: 'grid'},
       h('div', {class: 'card'}, h('h2', null, 'Resources'), typesTable(ov.types)),
-      h('div', {class: 'card'}, h('h2', null, 'Latest changes'), latestChanges(ov)),
+      h('div', {class: 'card'}, h('h2', null, 'Latest changes'), latestChanges()),
       h('div', {class: 'card'}, h('h2', null, 'Server'), facts(ov))));
 }
 
@@ -33,13 +34,21 @@ function typesTable(types) {
     h('tfoot', null, h('tr', null, h('th', null, 'Total'), h('th', {class: 'num'}, total.toLocaleString()))));
 }
 
-function latestChanges(ov) {
-  const changes = ov.changes || [];
-  const note = ov.hidden && ov.hidden.length ? h('p', {class: 'muted'}, 'Not shown: ' + ov.hidden.join(', ') + ' (written by every request).') : null;
-  if (changes.length === 0) return h('div', {id: 'changes'}, h('p', {class: 'muted'}, 'Nothing has changed yet.'), note);
-  return h('div', {id: 'changes'}, h('table', {class: 'changes'},
-    h('thead', null, h('tr', null, h('th', null, 'When'), h('th', null, 'What'), h('th', null, 'Change'))),
-    h('tbody', null, changes.map(changeRow))), note);
+// latestChanges fills in once the server has merged the type histories,
+// after the counts are on screen.
+function latestChanges() {
+  const box = h('div', {id: 'changes'}, h('p', {class: 'muted'}, 'Loading…'));
+  api.consoleApi('changes').then((r) => {
+    const note = r.hidden.length ? h('p', {class: 'muted'}, 'Not shown: ' + r.hidden.join(', ') + ' (written by every request).') : null;
+    if (r.changes.length === 0) {
+      clear(box, h('p', {class: 'muted'}, 'Nothing has changed yet.'), note);
+      return;
+    }
+    clear(box, h('table', {class: 'changes'},
+      h('thead', null, h('tr', null, h('th', null, 'When'), h('th', null, 'What'), h('th', null, 'Change'))),
+      h('tbody', null, r.changes.map(changeRow))), note);
+  }).catch((e) => clear(box, message('info', 'History unavailable: ' + e.message)));
+  return box;
 }
 
 const VERBS = {POST: 'created', PUT: 'updated', DELETE: 'deleted', PATCH: 'patched'};
