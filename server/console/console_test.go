@@ -270,34 +270,50 @@ func TestConsoleCountsWhatPointsAtAResource(t *testing.T) {
 }
 
 func TestConsoleLatestChangesLeaveOutTheAuditTrail(t *testing.T) {
-	e := newEnv(t)
-	pid := e.create("Patient", `{"resourceType":"Patient","name":[{"family":"First"}]}`)
-	oid := e.create("Observation", `{"resourceType":"Observation","status":"final","code":{"text":"x"}}`)
-	e.fhir(http.MethodPut, "/Patient/"+pid, `{"resourceType":"Patient","id":"`+pid+`","name":[{"family":"Second"}]}`, http.StatusOK)
-	e.create("AuditEvent", `{"resourceType":"AuditEvent","type":{"code":"rest"},"recorded":"2024-01-01T00:00:00Z","agent":[{"requestor":true}],"source":{"observer":{"display":"x"}}}`)
-	status, _, body := e.call(http.MethodGet, "/console/api/changes", "", nil)
-	if status != http.StatusOK {
-		t.Fatalf("status %d: %s", status, body)
+	const audit = `{"resourceType":"AuditEvent","type":{"code":"rest"},"recorded":"2024-01-01T00:00:00Z","agent":[{"requestor":true}],"source":{"observer":{"display":"x"}}}`
+	tests := []struct {
+		name   string
+		audits int // AuditEvents written after the changes
+	}{
+		{"a few audit records (one page of system history)", 1},
+		{"more audit records than a page (the type histories)", 120},
 	}
-	var r struct {
-		Changes []struct {
-			Type, ID, Method string
-			Version          int
-		}
-		Hidden []string
-	}
-	if err := json.Unmarshal(body, &r); err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, c := range r.Changes {
-		got = append(got, fmt.Sprintf("%s/%s v%d %s", c.Type, c.ID, c.Version, c.Method))
-	}
-	want := []string{"Patient/" + pid + " v2 PUT", "Observation/" + oid + " v1 POST", "Patient/" + pid + " v1 POST"}
-	if !slices.Equal(got, want) {
-		t.Errorf("changes = %q, want %q", got, want)
-	}
-	if !slices.Equal(r.Hidden, []string{"AuditEvent"}) {
-		t.Errorf("hidden = %v", r.Hidden)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			pid := e.create("Patient", `{"resourceType":"Patient","name":[{"family":"First"}]}`)
+			oid := e.create("Observation", `{"resourceType":"Observation","status":"final","code":{"text":"x"}}`)
+			e.fhir(http.MethodPut, "/Patient/"+pid, `{"resourceType":"Patient","id":"`+pid+`","name":[{"family":"Second"}]}`, http.StatusOK)
+			entries := make([]string, tc.audits)
+			for i := range entries {
+				entries[i] = `{"resource":` + audit + `,"request":{"method":"POST","url":"AuditEvent"}}`
+			}
+			e.fhir(http.MethodPost, "", `{"resourceType":"Bundle","type":"batch","entry":[`+strings.Join(entries, ",")+`]}`, http.StatusOK)
+			status, _, body := e.call(http.MethodGet, "/console/api/changes", "", nil)
+			if status != http.StatusOK {
+				t.Fatalf("status %d: %s", status, body)
+			}
+			var r struct {
+				Changes []struct {
+					Type, ID, Method string
+					Version          int
+				}
+				Hidden []string
+			}
+			if err := json.Unmarshal(body, &r); err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, c := range r.Changes {
+				got = append(got, fmt.Sprintf("%s/%s v%d %s", c.Type, c.ID, c.Version, c.Method))
+			}
+			want := []string{"Patient/" + pid + " v2 PUT", "Observation/" + oid + " v1 POST", "Patient/" + pid + " v1 POST"}
+			if !slices.Equal(got, want) {
+				t.Errorf("changes = %q, want %q", got, want)
+			}
+			if !slices.Equal(r.Hidden, []string{"AuditEvent"}) {
+				t.Errorf("hidden = %v", r.Hidden)
+			}
+		})
 	}
 }
