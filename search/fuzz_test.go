@@ -1,6 +1,7 @@
 package search_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -91,6 +92,11 @@ func FuzzParse(f *testing.F) {
 		{"DocumentReference", "relationship=DocumentReference/1$replaces&relationship:missing=true"},
 		{"Patient", "_content=%22zebra%20finch%22%20OR%20(parr*%20AND%20x)&_text=((a)&_text=%22"},
 		{"Patient", "_content=.*%20(a|b)%20^x$&_text:exact=x"},
+		{"Patient", "_filter=" + url.QueryEscape(`name co "pet" and (birthdate ge 2014-10-10 or not (gender eq male))`)},
+		{"Patient", "_filter=" + url.QueryEscape(`family ew "\u00e9\"" or family po 2020 or general-practitioner.name sw x`)},
+		{"Patient", "_filter=" + url.QueryEscape(`((((gender eq x) and`) + "&_filter=" + url.QueryEscape(`name[family eq "a"].given eq b`)},
+		{"Observation", "_filter=" + url.QueryEscape(`code in http://vs or code ni ValueSet/1 or code ss s|c and value-quantity ap 5|s|c`)},
+		{"Observation", "_filter=" + url.QueryEscape(`not (not (subject.birthdate eb 2000)) or date po 2020-01 or status pr maybe`)},
 		{"Unknown", "name=x"},
 	} {
 		f.Add(typeIndex(s.typ), s.query)
@@ -190,6 +196,9 @@ func queryShape(q *search.Query) string {
 
 // checkQuery checks the filter of q and of its sub-queries (see FuzzParse).
 func checkQuery(r *search.Registry, q *search.Query) error {
+	if err := q.Resolve(context.Background(), listResolver{}); err != nil || q.Deferred() {
+		return fmt.Errorf("resolve value sets, chains and sub-searches: %v", err)
+	}
 	raw, err := bson.Marshal(q.Filter())
 	if err != nil {
 		return fmt.Errorf("bson.Marshal(%v): %w", q.Filter(), err)
@@ -239,6 +248,7 @@ func walkRaw(r *search.Registry, typ string, doc bson.Raw, inArray bool, codes m
 			if !allowedOperators[key] {
 				return fmt.Errorf("operator %q", key)
 			}
+		case key == "_id": // the ids of a _filter branch's matches, the primary key
 		default:
 			code, err := fieldCode(r, typ, key)
 			if err != nil {
