@@ -435,3 +435,26 @@ func TestBrowserExportIsOfferedOnlyWhenTheServerListsIt(t *testing.T) {
 	tb.visit("#/export")
 	tb.wait("main .msg.info")
 }
+
+func TestBrowserCreateThenSignOut(t *testing.T) {
+	e := newEnv(t)
+	tb := newTab(t, e)
+	tb.signIn(e.token)
+	tb.click("#nav-new")
+	tb.wait("#editor")
+	tb.waitFor(`document.querySelectorAll('#new-type option').length > 100`)
+	tb.setValue("#new-type", "Practitioner")
+	tb.waitFor(`document.querySelector('#editor') && document.querySelector('#editor').value.includes('Practitioner')`)
+	tb.setValue("#editor", `{"resourceType":"Practitioner","name":[{"family":"Osei","given":["Ama"]}]}`)
+	tb.click("#save")
+	tb.waitFor(`location.hash.startsWith('#/r/Practitioner/') && document.querySelector('#resource-version') !== null`)
+	id := tb.text("#resource-id")
+	if got := e.fhir(http.MethodGet, "/Practitioner/"+id, "", http.StatusOK)["name"].([]any)[0].(map[string]any)["family"]; got != "Osei" {
+		t.Errorf("created family = %v", got)
+	}
+	tb.click("#signout")
+	tb.wait("#token")
+	if got := eval[string](tb, `JSON.stringify(Object.keys(sessionStorage).filter(k => !k.endsWith('metadata')))`); got != "[]" {
+		t.Errorf("sign-out leaves %s in sessionStorage", got)
+	}
+}
