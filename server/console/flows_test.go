@@ -1,6 +1,7 @@
 package console_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -194,7 +195,7 @@ func TestBrowserEditShowsEachIssueAtItsElement(t *testing.T) {
 	tb.visit("#/edit/Patient/" + pid)
 	tb.wait("#editor")
 	bad := `{"resourceType":"Patient","id":"` + pid + `","name":[{"family":"Ruiz","given":["Eva", 7]}],"birthDate":"1980-13-45","gender":"female"}`
-	tb.setValue("#editor", bad)
+	tb.setValue("#editor", indent(t, bad))
 	tb.click("#save")
 	tb.wait("#annotated .issue")
 	for _, want := range []string{"Patient.birthDate", "Patient.name[0].given[1]"} {
@@ -214,7 +215,7 @@ func TestBrowserEditShowsEachIssueAtItsElement(t *testing.T) {
 		t.Errorf("a refused edit changed the resource: version %v", got)
 	}
 	// Fixed, it saves.
-	tb.setValue("#editor", strings.Replace(strings.Replace(bad, ", 7", "", 1), "1980-13-45", "1980-12-30", 1))
+	tb.setValue("#editor", indent(t, strings.Replace(strings.Replace(bad, ", 7", "", 1), "1980-13-45", "1980-12-30", 1)))
 	tb.click("#save")
 	tb.waitFor(`document.querySelector('#resource-version') && document.querySelector('#resource-version').textContent === 'v2'`)
 }
@@ -228,7 +229,7 @@ func TestBrowserEditConflictShowsTheNewerVersion(t *testing.T) {
 	tb.wait("#editor")
 	// Someone else saves while the form is open.
 	e.fhir(http.MethodPut, "/Patient/"+pid, `{"resourceType":"Patient","id":"`+pid+`","name":[{"family":"Lind"}],"gender":"male"}`, http.StatusOK)
-	tb.setValue("#editor", `{"resourceType":"Patient","id":"`+pid+`","name":[{"family":"Lindqvist"}]}`)
+	tb.setValue("#editor", indent(t, `{"resourceType":"Patient","id":"`+pid+`","name":[{"family":"Lindqvist"}]}`))
 	tb.click("#save")
 	tb.wait("#conflict")
 	if got := tb.text("#conflict .msg"); !strings.Contains(got, "version 2") {
@@ -445,7 +446,7 @@ func TestBrowserCreateThenSignOut(t *testing.T) {
 	tb.waitFor(`document.querySelectorAll('#new-type option').length > 100`)
 	tb.setValue("#new-type", "Practitioner")
 	tb.waitFor(`document.querySelector('#editor') && document.querySelector('#editor').value.includes('Practitioner')`)
-	tb.setValue("#editor", `{"resourceType":"Practitioner","name":[{"family":"Osei","given":["Ama"]}]}`)
+	tb.setValue("#editor", indent(t, `{"resourceType":"Practitioner","name":[{"family":"Osei","given":["Ama"]}]}`))
 	tb.click("#save")
 	tb.waitFor(`location.hash.startsWith('#/r/Practitioner/') && document.querySelector('#resource-version') !== null`)
 	id := tb.text("#resource-id")
@@ -457,4 +458,14 @@ func TestBrowserCreateThenSignOut(t *testing.T) {
 	if got := eval[string](tb, `JSON.stringify(Object.keys(sessionStorage).filter(k => !k.endsWith('metadata')))`); got != "[]" {
 		t.Errorf("sign-out leaves %s in sessionStorage", got)
 	}
+}
+
+// indent pretty-prints JSON as a person would type it in the editor.
+func indent(t *testing.T, s string) string {
+	t.Helper()
+	var b bytes.Buffer
+	if err := json.Indent(&b, []byte(s), "", "  "); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
 }

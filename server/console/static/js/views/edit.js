@@ -103,7 +103,15 @@ async function conflict(s, mine, err) {
     return;
   }
   const v = (theirs.meta && theirs.meta.versionId) || '?';
-  const strip = (r) => { const c = structuredClone(r); if (c.meta) { delete c.meta.versionId; delete c.meta.lastUpdated; } return json.pretty(c); };
+  const strip = (r) => {
+    const c = structuredClone(r);
+    if (c.meta) {
+      delete c.meta.versionId;
+      delete c.meta.lastUpdated;
+      if (Object.keys(c.meta).length === 0) delete c.meta;
+    }
+    return json.pretty(c);
+  };
   s.feedback.replaceChildren(h('div', {class: 'conflict', id: 'conflict'},
     message('error', h('strong', null, 'Someone else saved version ' + v + ' while you were editing v' + s.state.base + '.'),
       ' Compare, then keep theirs or save yours over it.'),
