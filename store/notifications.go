@@ -84,10 +84,13 @@ func (s *Store) Notifications(ctx context.Context, tenant, sub string, limit int
 	return out, nil
 }
 
-// NotificationSent removes a delivered notification from its queue.
-func (s *Store) NotificationSent(ctx context.Context, tenant, key string) error {
-	_, err := s.tenantDB(tenant).Collection(notificationsCollection).DeleteOne(ctx, bson.D{{Key: "_id", Value: key}})
-	return dbError("clear notification", err)
+// NotificationsSent removes delivered notifications from their queues.
+func (s *Store) NotificationsSent(ctx context.Context, tenant string, keys []string) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	_, err := s.tenantDB(tenant).Collection(notificationsCollection).DeleteMany(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: keys}}}})
+	return dbError("clear notifications", err)
 }
 
 // NotificationFailed records a failed attempt (n's Attempts, Next and Error).

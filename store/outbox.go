@@ -42,8 +42,11 @@ const (
 
 // Outbox decides which writes announce their changes.
 type Outbox interface {
-	// Wants reports whether changes of typ in tenant are recorded.
-	Wants(tenant, typ string) bool
+	// Interest returns the searches of the subscriptions that listen to
+	// changes of typ in tenant; all means every change of typ is wanted.
+	// A change is recorded when all is set, when it is a deletion, or
+	// when its version may match one of the searches.
+	Interest(tenant, typ string) (queries []*search.Query, all bool)
 	// Recorded is called after a write that recorded changes has finished.
 	Recorded(tenant string)
 }
@@ -78,7 +81,7 @@ func (s *Store) recordChanges(ctx context.Context, tenant string, versions []*ve
 	var rows []any
 	at := s.opts.Now().UTC()
 	for _, v := range versions {
-		if o.Wants(tenant, v.hist.Type) {
+		if wanted(o, tenant, v) {
 			rows = append(rows, outboxRow{Key: v.hist.Key, Type: v.hist.Type, ID: v.hist.ID, VID: v.hist.VID, At: at})
 		}
 	}
@@ -89,6 +92,22 @@ func (s *Store) recordChanges(ctx context.Context, tenant string, versions []*ve
 		return nil, dbError("record changes in the outbox", err)
 	}
 	return func() { o.Recorded(tenant) }, nil
+}
+
+// wanted tells whether the outbox wants version v recorded. A version
+// that no subscription's search can match (by mayMatch, so that this
+// never errs) costs its write nothing.
+func wanted(o Outbox, tenant string, v *version) bool {
+	queries, all := o.Interest(tenant, v.hist.Type)
+	if all || (v.doc.Deleted && len(queries) > 0) {
+		return true
+	}
+	for _, q := range queries {
+		if mayMatch(q.Filter(), v.doc.Idx) {
+			return true
+		}
+	}
+	return false
 }
 
 // onlyDuplicates tells whether every failure of an insert is a duplicate key.
@@ -260,9 +279,11 @@ func (s *Store) DoneChanges(ctx context.Context, tenant string, keys []string) e
 // MatchChanges runs each query (all of typ) against the changes of typ as
 // the search engine would against current versions: a deletion is judged
 // by the version it deleted. It returns, per query, the keys of the
-// changes that match. The versions are put in a scratch collection and
-// searched there with the queries' own filters, so matching has exactly
-// the semantics of a search.
+// changes that match. The queries are the searches themselves, run on the
+// current rows where those still are the changed versions and on a
+// scratch copy of the versions otherwise, so matching has exactly the
+// semantics of a search; mayMatch only spares searches that cannot find
+// anything.
 func (s *Store) MatchChanges(ctx context.Context, tenant, typ string, queries []*search.Query, changes []*Change) ([]map[string]bool, error) {
 	docs, keyOf, err := s.probeDocs(typ, changes)
 	if err != nil {
@@ -279,20 +300,110 @@ func (s *Store) MatchChanges(ctx context.Context, tenant, typ string, queries []
 	if !anyMayMatch(queries, idxOf) {
 		return out, nil // no query can find anything: no need to search
 	}
+	matched, err := s.matchLive(ctx, tenant, typ, queries, docs, idxOf)
+	if err != nil {
+		return nil, err
+	}
+	for i, ids := range matched {
+		for id := range ids {
+			out[i][keyOf[id]] = true
+		}
+	}
+	return out, nil
+}
+
+// matchLive runs the queries against the versions that are still the
+// current rows of their resources (the usual case: nothing to write), and
+// against a scratch copy for the others. A version is taken as current
+// when its row has its version number both before and after the queries.
+func (s *Store) matchLive(ctx context.Context, tenant, typ string, queries []*search.Query, docs []*storedDoc, idxOf map[string]bson.Raw) ([]map[string]bool, error) {
+	coll := s.tenantDB(tenant).Collection(typ)
+	before, err := s.currentVersions(ctx, coll, docs)
+	if err != nil {
+		return nil, err
+	}
+	var live, rest []*storedDoc
+	for _, d := range docs {
+		if before[d.ID] == d.VID {
+			live = append(live, d)
+		} else {
+			rest = append(rest, d)
+		}
+	}
+	out, err := s.matchIn(ctx, tenant, coll, queries, live, idxOf)
+	if err != nil {
+		return nil, err
+	}
+	after, err := s.currentVersions(ctx, coll, live)
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range live {
+		if after[d.ID] != d.VID { // overtaken by a newer version meanwhile
+			rest = append(rest, d)
+			for _, m := range out {
+				delete(m, d.ID)
+			}
+		}
+	}
+	if len(rest) == 0 {
+		return out, nil
+	}
+	probed, err := s.matchProbe(ctx, tenant, queries, rest, idxOf)
+	for i, m := range probed {
+		for id := range m {
+			out[i][id] = true
+		}
+	}
+	return out, err
+}
+
+// currentVersions maps the ids of docs to the version numbers of their
+// current rows (deleted ones left out).
+func (s *Store) currentVersions(ctx context.Context, coll engine.Collection, docs []*storedDoc) (map[string]int, error) {
+	out := make(map[string]int, len(docs))
+	if len(docs) == 0 {
+		return out, nil
+	}
+	ids := make([]string, len(docs))
+	for i, d := range docs {
+		ids[i] = d.ID
+	}
+	cur, err := coll.Find(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}},
+		&engine.FindOptions{Projection: bson.D{{Key: "vid", Value: 1}, {Key: "deleted", Value: 1}}})
+	if err != nil {
+		return nil, dbError("read current versions", err)
+	}
+	var rows []struct {
+		ID      string `bson:"_id"`
+		VID     int    `bson:"vid"`
+		Deleted bool   `bson:"deleted"`
+	}
+	if err := engine.All(ctx, cur, &rows); err != nil {
+		return nil, dbError("read current versions", err)
+	}
+	for _, r := range rows {
+		if !r.Deleted {
+			out[r.ID] = r.VID
+		}
+	}
+	return out, nil
+}
+
+// matchProbe puts docs in the tenant's scratch collection and runs the
+// queries there.
+func (s *Store) matchProbe(ctx context.Context, tenant string, queries []*search.Query, docs []*storedDoc, idxOf map[string]bson.Raw) ([]map[string]bool, error) {
 	s.probeMu.Lock()
 	defer s.probeMu.Unlock()
 	coll := s.tenantDB(tenant).Collection(probeCollection)
-	ids := make([]string, 0, len(keyOf))
-	for id := range keyOf {
-		ids = append(ids, id)
+	ids := make([]string, len(docs))
+	rows := make([]any, len(docs))
+	for i, d := range docs {
+		ids[i], rows[i] = d.ID, d
 	}
 	byID := bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}}
 	if _, err := coll.DeleteMany(ctx, byID); err != nil { // left by a crash
 		return nil, dbError("clear subscription probe", err)
-	}
-	rows := make([]any, len(docs))
-	for i, d := range docs {
-		rows[i] = d
 	}
 	if err := coll.InsertMany(ctx, rows); err != nil {
 		return nil, dbError("fill subscription probe", err)
@@ -302,11 +413,19 @@ func (s *Store) MatchChanges(ctx context.Context, tenant, typ string, queries []
 			s.log.Warn("clear subscription probe", zap.String("tenant", tenant), zap.Error(err))
 		}
 	}()
+	return s.matchIn(ctx, tenant, coll, queries, docs, idxOf)
+}
+
+// matchIn runs each query against the rows of docs in coll, each only on
+// the rows that mayMatch lets through; it returns the ids each matches.
+func (s *Store) matchIn(ctx context.Context, tenant string, coll engine.Collection, queries []*search.Query, docs []*storedDoc, idxOf map[string]bson.Raw) ([]map[string]bool, error) {
+	out := make([]map[string]bool, len(queries))
 	for i, q := range queries {
+		out[i] = map[string]bool{}
 		var candidates []string
-		for id, idx := range idxOf {
-			if mayMatch(q.Filter(), idx) {
-				candidates = append(candidates, id)
+		for _, d := range docs {
+			if mayMatch(q.Filter(), idxOf[d.ID]) {
+				candidates = append(candidates, d.ID)
 			}
 		}
 		if len(candidates) == 0 {
@@ -318,7 +437,7 @@ func (s *Store) MatchChanges(ctx context.Context, tenant, typ string, queries []
 			return nil, err
 		}
 		for _, id := range matched {
-			out[i][keyOf[id]] = true
+			out[i][id] = true
 		}
 	}
 	return out, nil

@@ -49,19 +49,35 @@ func (w *worker) run() {
 			w.e.log.Warn("read notification queue", zap.String("tenant", w.tenant), zap.String("subscription", w.id), zap.Error(err))
 		}
 		if err != nil || len(notes) == 0 {
-			if !w.sleep(w.e.cfg.Poll) {
+			// The matcher pokes the worker when it queues something; the
+			// long nap only covers queues filled by another process.
+			nap := w.e.cfg.Reload
+			if err != nil {
+				nap = w.e.cfg.Poll
+			}
+			if !w.sleep(nap) {
 				return
 			}
 			continue
 		}
+		var sent []string
 		for i, n := range notes {
 			if i > 0 {
 				if sp = w.e.running(w); sp == nil {
-					return
+					break
 				}
 			}
 			if !w.deliver(ctx, sp, n) {
 				break
+			}
+			sent = append(sent, n.Key)
+		}
+		// One delete for the whole run: a crash before it sends them
+		// again, which at-least-once allows.
+		if err := w.e.st.NotificationsSent(context.WithoutCancel(ctx), w.tenant, sent); err != nil {
+			w.e.log.Warn("clear delivered notifications", zap.String("tenant", w.tenant), zap.String("subscription", w.id), zap.Error(err))
+			if !w.sleep(w.e.cfg.Poll) {
+				return
 			}
 		}
 	}
@@ -123,10 +139,6 @@ func (w *worker) deliver(ctx context.Context, sp *spec, n *store.Notification) b
 	err := e.send(ctx, w.tenant, sp, n)
 	if err == nil {
 		e.stats.sent(w.tenant, n.At)
-		if err := e.st.NotificationSent(context.WithoutCancel(ctx), w.tenant, n.Key); err != nil {
-			e.log.Warn("clear delivered notification", zap.String("tenant", w.tenant), zap.String("key", n.Key), zap.Error(err))
-			return false
-		}
 		return true
 	}
 	if ctx.Err() != nil {

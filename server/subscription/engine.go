@@ -152,26 +152,27 @@ func (e *Engine) Close() {
 	e.wg.Wait()
 }
 
-// Wants tells the store which writes to record: every Subscription (so
-// that the engine hears of them durably) and every type that a
-// deliverable subscription of the tenant searches.
-func (e *Engine) Wants(tenantName, typ string) bool {
+// Interest tells the store which writes to record: every Subscription
+// (so that the engine hears of them durably) and the changes of typ that
+// the tenant's deliverable subscriptions may match.
+func (e *Engine) Interest(tenantName, typ string) ([]*search.Query, bool) {
 	if typ == "Subscription" {
-		return true
+		return nil, true
 	}
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	t := e.tenants[tenantName]
 	if t == nil {
-		return false
+		return nil, false
 	}
 	now := e.cfg.Now()
+	var queries []*search.Query
 	for _, s := range t.subs {
 		if s.typ == typ && s.deliverable(now) {
-			return true
+			queries = append(queries, s.query)
 		}
 	}
-	return false
+	return queries, false
 }
 
 // Recorded wakes the tenant's matcher after a write recorded changes.
