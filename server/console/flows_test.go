@@ -277,6 +277,19 @@ func TestBrowserUploadTransactionShowsEachEntry(t *testing.T) {
 	if got := e.fhir(http.MethodGet, "/Patient?family=Haddad", "", http.StatusOK)["total"]; got != float64(1) {
 		t.Errorf("a failed transaction stored a patient: total %v", got)
 	}
+	// A batch runs each entry on its own: each shows its own outcome.
+	tb.setValue("#bundle-text", `{"resourceType":"Bundle","type":"batch","entry":[
+	 {"resource":{"resourceType":"Patient","name":[{"family":"Batchly"}]},"request":{"method":"POST","url":"Patient"}},
+	 {"resource":{"resourceType":"Patient","birthDate":"not a date"},"request":{"method":"POST","url":"Patient"}}]}`)
+	tb.click("#upload-submit")
+	tb.waitFor(`document.querySelector('#upload-summary') && document.querySelector('#upload-summary').textContent.startsWith('batch-response')`)
+	statuses = eval[[]string](tb, `[...document.querySelectorAll('#outcomes td.status')].map(td => td.textContent)`)
+	if len(statuses) != 2 || !strings.HasPrefix(statuses[0], "201") || !strings.HasPrefix(statuses[1], "4") {
+		t.Errorf("batch entry statuses = %q", statuses)
+	}
+	if got := tb.text("#outcomes tbody tr:nth-child(2) td:last-child"); !strings.Contains(got, "birthDate") {
+		t.Errorf("the failed entry's outcome = %q", got)
+	}
 }
 
 func TestBrowserDeleteAsksFirst(t *testing.T) {
