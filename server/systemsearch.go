@@ -232,6 +232,9 @@ func (s *Server) listMembers(c *gin.Context, id string) (map[string][]string, er
 	if id == "" {
 		return nil, nil
 	}
+	if strings.HasPrefix(id, "$") {
+		return nil, fail(http.StatusBadRequest, "not-supported", "functional lists such as "+quote(id)+" are not supported; _list takes the id of a List", "_list")
+	}
 	members := map[string][]string{}
 	list, err := s.store.Read(c.Request.Context(), c.GetString(tenantKey), "List", id)
 	switch {

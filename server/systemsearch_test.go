@@ -196,6 +196,8 @@ func TestSystemSearchErrors(t *testing.T) {
 		{"a malformed _lastUpdated", request{Path: "?_lastUpdated=yesterday"}, http.StatusBadRequest, "_lastUpdated"},
 		{"a forged cursor", request{Path: "?_cursor=abc"}, http.StatusBadRequest, "_cursor"},
 		{"a bad _count", request{Path: "?_count=0"}, http.StatusBadRequest, "_count"},
+		{"a functional list", request{Path: "?_list=$current-problems"}, http.StatusBadRequest, "_list"},
+		{"a functional list on a type", request{Path: "/Condition?_list=$current-problems"}, http.StatusBadRequest, "_list"},
 		{"a _search body that is not a form", request{Method: http.MethodPost, Path: "/_search", Body: `{}`}, http.StatusUnsupportedMediaType, ""},
 		{"PUT on the base", request{Method: http.MethodPut, Path: "", Body: `{}`}, http.StatusMethodNotAllowed, ""},
 	}
