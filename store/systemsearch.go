@@ -120,8 +120,9 @@ func (s *Store) heldTypes(ctx context.Context, tenant string, qs []*search.Query
 
 // systemRows reads the next Count+1 rows of every part beyond cur and
 // merges them in the system search order. Once Count+1 rows are at hand,
-// the last of them bounds the later parts: a part reads only rows before
-// it, so a type whose rows all sort later costs one index probe.
+// the first sort value of the last of them bounds the later parts: a part
+// reads only rows up to it, so a type whose rows all sort later costs one
+// index probe.
 func (s *Store) systemRows(ctx context.Context, tenant string, qs []*search.Query, bases []bson.D, keys []sortField, cur *searchCursor) ([]typedRow, error) {
 	want := qs[0].Count + 1
 	var rows []typedRow
@@ -133,8 +134,7 @@ func (s *Store) systemRows(ctx context.Context, tenant string, qs []*search.Quer
 			filter = beyondRow(filter, keys, cur, false, q.Type > cur.Type)
 		}
 		if len(rows) == want {
-			bound := rows[want-1].pos
-			filter = beyondRow(filter, keys, &bound, true, q.Type < bound.Type)
+			filter = upTo(filter, keys[0], rows[want-1].pos.Values[0])
 		}
 		docs, err := s.searchRows(ctx, s.tenantDB(tenant).Collection(q.Type), q, filter, orderBy(keys, 1), true)
 		if err != nil {
@@ -151,6 +151,17 @@ func (s *Store) systemRows(ctx context.Context, tenant string, qs []*search.Quer
 		}
 	}
 	return rows, nil
+}
+
+// upTo narrows filter to rows whose first sort key does not sort after v:
+// one range on the path the engine walks, where the walk then stops (a
+// keyset condition on every key would be an $or the engine cannot walk).
+func upTo(filter bson.D, k sortField, v any) bson.D {
+	op := "$lte"
+	if k.desc {
+		op = "$gte"
+	}
+	return bson.D{{Key: "$and", Value: bson.A{filter, bson.D{{Key: k.path, Value: bson.D{{Key: op, Value: v}}}}}}}
 }
 
 // comparePositions orders two rows of a system search: by the sort keys
