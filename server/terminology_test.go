@@ -66,6 +66,7 @@ func TestValueSetAndHierarchyModifiersMatchStoredTerminology(t *testing.T) {
 		{":in a nested value set with an excluded concept", "code:in=http://example.org/fhir/ValueSet/nested", []string{"c-afib", "c-htn"}},
 		{":in a whole code system excluding a nested value set", "code:in=http://example.org/fhir/ValueSet/not-cardio", []string{"c-asthma", "c-resp"}},
 		{":in a value set stored with its expansion", "code:in=http://example.org/fhir/ValueSet/expanded", []string{"c-asthma"}},
+		{":in a value set by its literal URL on this server", "code:in=https://fhir.example.org/fhir/r4/ValueSet/cardio", []string{"c-afib", "c-htn", "c-htn-ess"}},
 		{":in two value sets is their union", "code:in=http://example.org/fhir/ValueSet/nested,ValueSet/expanded", []string{"c-afib", "c-asthma", "c-htn"}},
 		{":not-in a value set", "code:not-in=http://example.org/fhir/ValueSet/cardio", []string{"c-asthma", "c-resp"}},
 		{":below a code of a stored hierarchy", "code:below=" + conditionsCS + "|htn", []string{"c-htn", "c-htn-ess"}},

@@ -60,7 +60,7 @@ const MaxDepth = 8
 
 // ValueSet returns the stored ValueSet that ref names: "ValueSet/id", or a
 // canonical URL, optionally "url|version" (without a version the most
-// recent version stored).
+// recent version stored), or else a literal URL ending in ValueSet/id.
 func (s *Service) ValueSet(ctx context.Context, ref string) ([]byte, error) {
 	if id, ok := strings.CutPrefix(ref, "ValueSet/"); ok && !strings.Contains(id, "/") {
 		b, err := s.src.ByID(ctx, "ValueSet", id)
@@ -70,7 +70,16 @@ func (s *Service) ValueSet(ctx context.Context, ref string) ([]byte, error) {
 		return b, nil
 	}
 	url, version, _ := strings.Cut(ref, "|")
-	return s.canonical(ctx, "ValueSet", url, version)
+	b, err := s.canonical(ctx, "ValueSet", url, version)
+	if errors.Is(err, ErrNotFound) && version == "" {
+		// A literal reference to this server's ValueSet/id, absolute or not.
+		if i := strings.LastIndex(url, "/ValueSet/"); i >= 0 && !strings.Contains(url[i+len("/ValueSet/"):], "/") {
+			if lit, litErr := s.src.ByID(ctx, "ValueSet", url[i+len("/ValueSet/"):]); litErr == nil {
+				return lit, nil
+			}
+		}
+	}
+	return b, err
 }
 
 // canonical finds the stored resource of typ with that url and version
