@@ -38,4 +38,16 @@
 // :missing tests. Sorting uses scalars in sort[code]: {a: lowest value, d:
 // highest value} (strings folded, dates and numbers by lo and hi), because
 // sorting through arrays of objects is not portable.
+//
+// # Deferred parts and _filter
+//
+// Some conditions need another lookup before they can run: the codes of a
+// ValueSet (:in, :not-in) or of a code hierarchy (:below, :above on
+// tokens), and, in _filter, chained paths and the branches of an or or a
+// not that the index cannot answer exactly alone. Parse leaves a Deferred
+// as the value of the condition's field; the store resolves it
+// (Query.Resolve) into an $in or $nin list of codes, references or ids,
+// so the database still sees only index-friendly conditions. _filter
+// (filter.go, filtercond.go) translates each test into the condition the
+// parameter's own search builds.
 package search

@@ -237,12 +237,12 @@ func filterLeaf(p *Param, n *filterNode) (filterPart, error) {
 		return filterPart{cond: cond, check: check}, err
 	}
 	if modifier, ok := filterModifiers[p.Type][n.op]; ok {
-		return wrap(condition(p, p.Code, modifier, escapeValue(v)))
+		return wrap(condition(p, "_filter", modifier, escapeValue(v)))
 	}
 	switch p.Type {
 	case "date", "number", "quantity":
 		if prefixed[n.op] {
-			return wrap(condition(p, p.Code, "", n.op+escapeValue(v)))
+			return wrap(condition(p, "_filter", "", n.op+escapeValue(v)))
 		}
 		if n.op == "po" && p.Type == "date" {
 			return wrap(overlapCondition(field, v))
@@ -284,7 +284,7 @@ func stringFilter(field, op, v string) (bson.D, func(bson.Raw) bool, error) {
 func otherFilter(p *Param, field, op, v string) (bson.D, func(bson.Raw) bool, error) {
 	switch {
 	case op == "ne":
-		cond, _, err := condition(p, p.Code, "", escapeValue(v))
+		cond, _, err := condition(p, "_filter", "", escapeValue(v))
 		if err != nil {
 			return nil, nil, err
 		}

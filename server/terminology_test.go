@@ -120,12 +120,12 @@ func TestTerminologyModifiersSayWhyTheyCannotAnswer(t *testing.T) {
 		{":below in a code system that is not stored", "code:below=http://snomed.info/sct|123", "code:below", "CodeSystem http://snomed.info/sct is not stored"},
 		{":below a code the code system lacks", "code:below=" + conditionsCS + "|nope", "code:below", `is not in code system`},
 		{":below without a system", "code:below=htn", "code:below", "system|code"},
-		{"_filter in a value set not stored", "_filter=" + url.QueryEscape("code in http://x/vs"), "code", "no ValueSet"},
+		{"_filter in a value set not stored", "_filter=" + url.QueryEscape("code in http://x/vs"), "_filter", "no ValueSet"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := e.get("/Condition?" + tt.query)
-			wantOutcome(t, r, http.StatusBadRequest, "")
+			wantOutcome(t, r, http.StatusBadRequest, tt.param)
 			if !strings.Contains(string(r.Body), tt.says) {
 				t.Errorf("Condition?%s: %s, want it to say %q", tt.query, r.Body, tt.says)
 			}
