@@ -69,6 +69,38 @@ func (r *Registry) addComposite(d definition, byURL map[string]definition, compi
 	}
 }
 
+// linkCombos makes each combo-X composite (Observation's
+// "Observation | Observation.component") the union of X (the Observation)
+// and component-X (its components) when both exist with the same
+// components: a search of it searches both, and it stores nothing of its
+// own, rather than a copy of both.
+func (r *Registry) linkCombos() {
+	for _, params := range r.byType {
+		for code, p := range params {
+			rest, ok := strings.CutPrefix(code, "combo-")
+			if !ok || p.Type != "composite" {
+				continue
+			}
+			own, comp := params[rest], params["component-"+rest]
+			if own != nil && comp != nil && sameComponents(p, own) && sameComponents(p, comp) {
+				p.union = []*Param{own, comp}
+			}
+		}
+	}
+}
+
+func sameComponents(a, b *Param) bool {
+	if len(a.Components) != len(b.Components) {
+		return false
+	}
+	for i := range a.Components {
+		if a.Components[i].Type != b.Components[i].Type || a.Components[i].Expression != b.Components[i].Expression {
+			return false
+		}
+	}
+	return true
+}
+
 func compile(src string, compiled map[string]*fhirpath.Expr) (*fhirpath.Expr, error) {
 	if expr, ok := compiled[src]; ok {
 		return expr, nil
@@ -91,6 +123,9 @@ const maxCompositeTuples = 16
 // element together. A range component (date, number, quantity) holds one
 // {lo, hi} value; an element with several gets one document per value.
 func (x *extractor) compositeValues(p *Param, resource map[string]any) bson.A {
+	if len(p.union) > 0 {
+		return nil
+	}
 	var out bson.A
 	for _, el := range p.expr.Evaluate(resource) {
 		docs := []bson.D{{}}
@@ -219,31 +254,51 @@ type elementCheck func(el bson.Raw) bool
 // keeps the resources where one element meets all of them. A composite of
 // the resource itself (Observation code-value-concept) has one element,
 // so when each component's condition is exact, so is the database's.
-func compositeCondition(p *Param, field, name, modifier, value string) (bson.D, func(bson.Raw) bool, error) {
+func compositeCondition(p *Param, name, modifier, value string) (bson.D, func(bson.Raw) bool, error) {
 	if modifier != "" {
 		return nil, nil, errorf(name, "the :%s modifier does not apply to composite parameters", modifier)
 	}
-	alts := splitUnescaped(value, ',')
+	if len(p.union) == 0 {
+		cond, check, exact, err := compositeMatch(p, name, value)
+		if exact {
+			check = nil
+		}
+		return cond, check, err
+	}
+	var conds []bson.D
+	var checks []func(bson.Raw) bool
+	for _, u := range p.union {
+		cond, check, _, err := compositeMatch(u, name, value)
+		if err != nil {
+			return nil, nil, err
+		}
+		conds, checks = append(conds, cond), append(checks, check)
+	}
+	return anyOf(conds), func(idx bson.Raw) bool { return checks[0](idx) || checks[1](idx) }, nil
+}
+
+// compositeMatch is the database condition of a composite search on p's
+// stored elements, the check of one element meeting a whole alternative,
+// and whether the condition is exact without it.
+func compositeMatch(p *Param, name, value string) (bson.D, func(bson.Raw) bool, bool, error) {
+	field := "idx." + p.Code
 	var conds []bson.D
 	var checks []elementCheck
 	exact := p.single
-	for _, alt := range alts {
+	for _, alt := range splitUnescaped(value, ',') {
 		if alt == "" {
 			continue
 		}
 		cond, check, ex, err := tupleCondition(p, field, name, alt)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, false, err
 		}
 		conds, checks, exact = append(conds, cond), append(checks, check), exact && ex
 	}
 	if len(conds) == 0 {
-		return nil, nil, errorf(name, "no value given")
+		return nil, nil, false, errorf(name, "no value given")
 	}
-	if exact {
-		return anyOf(conds), nil, nil
-	}
-	return anyOf(conds), func(idx bson.Raw) bool { return anyCompositeElement(idx, p.Code, checks) }, nil
+	return anyOf(conds), func(idx bson.Raw) bool { return anyCompositeElement(idx, p.Code, checks) }, exact, nil
 }
 
 // tupleCondition is one alternative: every component's condition, the
@@ -395,4 +450,25 @@ func unescape(v string) string {
 		b.WriteByte(v[i])
 	}
 	return b.String()
+}
+
+// unionMissing is :missing of a composite stored as its union's: missing
+// from all of them, or present in one.
+func unionMissing(p *Param, name, value string) (bson.D, func(bson.Raw) bool, error) {
+	var conds []bson.D
+	for _, u := range p.union {
+		present := value == "false"
+		conds = append(conds, bson.D{{Key: "idx." + u.Code, Value: bson.D{{Key: "$exists", Value: present}}}})
+	}
+	switch value {
+	case "true":
+		all := bson.A{}
+		for _, c := range conds {
+			all = append(all, c)
+		}
+		return bson.D{{Key: "$and", Value: all}}, nil, nil
+	case "false":
+		return anyOf(conds), nil, nil
+	}
+	return nil, nil, errorf(name, "the :missing modifier takes true or false, not %q", value)
 }

@@ -18,6 +18,9 @@ type rangeCheck func(el bson.Raw) bool
 // condition cannot express exactly (nil when it is exact).
 func condition(p *Param, name, modifier, value string) (bson.D, func(bson.Raw) bool, error) {
 	field := "idx." + p.Code
+	if modifier == "missing" && len(p.union) > 0 {
+		return unionMissing(p, name, value)
+	}
 	if modifier == "missing" {
 		switch value {
 		case "true":
@@ -31,7 +34,7 @@ func condition(p *Param, name, modifier, value string) (bson.D, func(bson.Raw) b
 		return textCondition(field, name, modifier, value)
 	}
 	if p.Type == "composite" {
-		return compositeCondition(p, field, name, modifier, value)
+		return compositeCondition(p, name, modifier, value)
 	}
 	values := splitValues(value)
 	if len(values) == 0 {

@@ -22,6 +22,9 @@ func (r *Registry) IndexFields(resourceType string) []string {
 		case "uri", "special":
 			out = append(out, field)
 		case "composite":
+			if len(p.union) > 0 {
+				continue // searched through the composites it unites
+			}
 			// Every R4 composite starts with a token or reference: its
 			// equality drives the search, the other components narrow the
 			// index's matches (MongoDB allows 64 indexes a collection).

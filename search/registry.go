@@ -39,6 +39,9 @@ type Param struct {
 	// pointKey marks a token$quantity or token$number composite, whose
 	// elements also store point keys (see withPointKeys).
 	pointKey bool
+	// union are the composites whose elements together are this one's
+	// (see linkCombos); it stores no values of its own.
+	union []*Param
 }
 
 // codeSystemsJSON maps "Type.param" to the code system its codes come from.
@@ -127,6 +130,7 @@ func NewRegistry(resourceTypes []string) (*Registry, error) {
 			p.system = system
 		}
 	}
+	r.linkCombos()
 	for t, params := range r.byType {
 		list := make([]*Param, 0, len(params))
 		for _, p := range params {

@@ -92,6 +92,8 @@ func TestCompositeSearchMatchesOneElement(t *testing.T) {
 		{"relates-to target and relation", "DocumentReference?relationship=DocumentReference/example$appends", []string{"example"}},
 		{"relation of another kind", "DocumentReference?relationship=DocumentReference/example$replaces", nil},
 		{"missing composite", "Observation?component-code-value-quantity:missing=false", []string{"bp-high", "bp-trap", "bp-low", "blood-pressure"}},
+		{"combo present on the observation or a component", "Observation?combo-code-value-quantity:missing=false", []string{"bp-high", "bp-trap", "bp-low", "blood-pressure", "example"}},
+		{"combo missing from both", "Observation?combo-code-value-quantity:missing=true&code=http://loinc.org|883-9", []string{"bloodgroup"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
