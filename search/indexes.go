@@ -1,6 +1,9 @@
 package search
 
-import "sort"
+import (
+	"sort"
+	"strings"
+)
 
 // IndexFields lists the stored fields the searches of a type filter on, one
 // database index each: idx.<code> for equality, $in and prefix matches, and
@@ -42,4 +45,12 @@ func (r *Registry) ResourceTypes() []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// IsWordList reports whether an index field holds a resource's word list
+// (_text, _content): one value per word, so as a whole it grows with the
+// resource's text.
+func IsWordList(field string) bool {
+	code := strings.TrimPrefix(field, "idx.")
+	return textParams[code]
 }

@@ -30,7 +30,7 @@ func (s *Store) checkLimits(v *version) error {
 	if l.MaxIndexKeyBytes <= 0 || len(v.doc.Idx) == 0 || s.opts.Registry == nil {
 		return nil
 	}
-	for _, field := range s.opts.Registry.IndexFields(v.hist.Type) {
+	for _, field := range s.indexFields(v.hist.Type) {
 		path := strings.Split(strings.TrimPrefix(field, "idx."), ".")
 		for _, size := range keySizes(bson.RawValue{Type: bson.TypeEmbeddedDocument, Value: v.doc.Idx}, path, l.WholeArrayKeys) {
 			if size > l.MaxIndexKeyBytes {

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"fhirstore/search"
 	"fhirstore/store/engine"
 )
 
@@ -209,7 +211,7 @@ func (s *Store) ensureSearchIndexes(ctx context.Context, tenant, typ string) err
 		return nil
 	}
 	var indexes []engine.Index
-	for _, field := range s.opts.Registry.IndexFields(typ) {
+	for _, field := range s.indexFields(typ) {
 		indexes = append(indexes, engine.Index{Name: field + "_1", Keys: bson.D{{Key: field, Value: 1}}})
 	}
 	if err := s.tenantDB(tenant).Collection(typ).CreateIndexes(ctx, indexes); err != nil {
@@ -217,6 +219,18 @@ func (s *Store) ensureSearchIndexes(ctx context.Context, tenant, typ string) err
 	}
 	s.indexed.Store(key, true)
 	return nil
+}
+
+// indexFields are the fields of a type's collection that get an index. An
+// engine that indexes an array as one key (FerretDB) gets none on the word
+// lists, which outgrow its key size with the text of any resource; it
+// answers no search from an index anyway (package mongodb).
+func (s *Store) indexFields(typ string) []string {
+	fields := s.opts.Registry.IndexFields(typ)
+	if !s.limits.WholeArrayKeys {
+		return fields
+	}
+	return slices.DeleteFunc(fields, search.IsWordList)
 }
 
 // forgetIndexes drops what this process remembers of a tenant's indexes.
