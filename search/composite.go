@@ -185,10 +185,11 @@ func pointKey(form string) string {
 	return fmt.Sprintf("h%016x", h.Sum64())
 }
 
-// pointKeyCondition narrows a token$quantity tuple with a one-sided
-// prefix and no unit to the point key of the form, widened by a rounding
-// margin (the post-filter decides on the edge). It reports false when
-// the tuple has another shape.
+// pointKeyCondition is the condition of a token$quantity tuple with a
+// one-sided prefix and no unit on the point key of the form. It decides
+// exactly what the element check does: the stored value compared with
+// the searched one beyond float rounding (near), so with it the tuple
+// needs no check. It reports false when the tuple has another shape.
 func pointKeyCondition(field, form, value string) (bson.D, bool) {
 	cmp, rest := splitPrefix(value)
 	if strings.Contains(rest, "|") {
@@ -198,15 +199,22 @@ func pointKeyCondition(field, form, value string) (bson.D, bool) {
 	if err != nil || math.IsInf(v, 0) || math.IsNaN(v) {
 		return nil, false
 	}
-	margin := 1e-9 * math.Max(1, math.Abs(v))
-	path := field + "." + pointKeyField + "." + pointKey(form)
+	margin := 1e-9 * math.Max(1, math.Abs(v)) // as near
+	var op bson.E
 	switch cmp {
-	case "gt", "ge", "sa":
-		return bson.D{{Key: path, Value: bson.D{{Key: "$gt", Value: v - margin}}}}, true
-	case "lt", "le", "eb":
-		return bson.D{{Key: path, Value: bson.D{{Key: "$lt", Value: v + margin}}}}, true
+	case "gt", "sa": // m > v and not near
+		op = bson.E{Key: "$gt", Value: v + margin}
+	case "ge": // m > v or near
+		op = bson.E{Key: "$gte", Value: v - margin}
+	case "lt", "eb": // m < v and not near
+		op = bson.E{Key: "$lt", Value: v - margin}
+	case "le": // m < v or near
+		op = bson.E{Key: "$lte", Value: v + margin}
+	default:
+		return nil, false
 	}
-	return nil, false
+	path := field + "." + pointKeyField + "." + pointKey(form)
+	return bson.D{{Key: path, Value: bson.D{op}}}, true
 }
 
 // componentValues are the index values of one component on an element:
@@ -284,7 +292,7 @@ func compositeMatch(p *Param, name, value string) (bson.D, func(bson.Raw) bool, 
 	field := "idx." + p.Code
 	var conds []bson.D
 	var checks []elementCheck
-	exact := p.single
+	exact := true
 	for _, alt := range splitUnescaped(value, ',') {
 		if alt == "" {
 			continue
@@ -302,8 +310,9 @@ func compositeMatch(p *Param, name, value string) (bson.D, func(bson.Raw) bool, 
 }
 
 // tupleCondition is one alternative: every component's condition, the
-// same test on one element, and whether the conditions are exact on an
-// element (see componentCondition).
+// same test on one element, and whether the database condition is exact:
+// a composite of the resource itself whose components' conditions are
+// (see componentCondition), or a point key condition.
 func tupleCondition(p *Param, field, name, alt string) (bson.D, elementCheck, bool, error) {
 	parts := splitUnescaped(alt, '$')
 	if len(parts) != len(p.Components) {
@@ -325,9 +334,10 @@ func tupleCondition(p *Param, field, name, alt string) (bson.D, elementCheck, bo
 		}
 		all, checks, exact = append(all, cond), append(checks, check), exact && ex
 	}
+	exact = exact && p.single
 	if p.pointKey {
 		if cond, ok := pointKeyCondition(field, unescape(parts[0]), unescape(parts[1])); ok {
-			all = append(all, cond)
+			all, exact = append(all, cond), true
 		}
 	}
 	return bson.D{{Key: "$and", Value: all}}, func(el bson.Raw) bool {
