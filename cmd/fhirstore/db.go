@@ -148,7 +148,7 @@ func openLegacy(ctx context.Context, dataDir string, share bool, opts store.Opti
 		if !share {
 			return nil, fmt.Errorf("data dir %s %w (database at %s)", dataDir, errInUse, live)
 		}
-		eng, err := mongodb.Open(live, mongodb.Options{})
+		eng, err := mongodb.Open(live, mongodb.Options{Limits: &ferretdb.Limits})
 		if err != nil {
 			return nil, err
 		}
@@ -199,8 +199,9 @@ func openLegacy(ctx context.Context, dataDir string, share bool, opts store.Opti
 	return d, nil
 }
 
+// openMongo opens a store on the embedded FerretDB at uri.
 func openMongo(ctx context.Context, uri string, opts store.Options) (*store.Store, error) {
-	eng, err := mongodb.Open(uri, mongodb.Options{})
+	eng, err := mongodb.Open(uri, mongodb.Options{Limits: &ferretdb.Limits})
 	if err != nil {
 		return nil, err
 	}

@@ -19,7 +19,15 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/exp/zapslog"
 	"go.uber.org/zap/zapcore"
+
+	"fhirstore/store/engine"
 )
+
+// Limits are the limits of the embedded FerretDB: MongoDB's 16 MiB
+// document limit, and no index key limit (SQLite keeps long keys in
+// overflow pages; FerretDB's key limits come from PostgreSQL). Pass them
+// as mongodb.Options.Limits: FerretDB does not say which backend it runs.
+var Limits = engine.Limits{MaxDocumentBytes: 16 * engine.MiB, Source: "FerretDB on SQLite"}
 
 // Server is a running embedded database.
 type Server struct {

@@ -42,6 +42,7 @@ type DB struct {
 	// Dir holds the SQLite files when Kind is "sqlite".
 	Dir       string
 	shared    engine.Engine
+	limits    *engine.Limits // of the mongodb engine's server, when known
 	stop      func()
 	seq       atomic.Int64
 	run       string
@@ -91,7 +92,7 @@ func StartAt(ctx context.Context, dir, run string) (*DB, error) {
 		if err != nil {
 			return nil, err
 		}
-		d.Kind, d.URI = "mongodb", srv.URI()
+		d.Kind, d.URI, d.limits = "mongodb", srv.URI(), &ferretdb.Limits
 		d.stop = func() {
 			sctx, cancel := context.WithTimeout(context.Background(), ferretdb.StopTimeout)
 			defer cancel()
@@ -135,6 +136,9 @@ func (d *DB) Registry() *search.Registry { return d.registry }
 func (d *DB) Engine(ctx context.Context, opts mongodb.Options) (engine.Engine, error) {
 	if d.shared != nil {
 		return keepOpen{d.shared}, nil
+	}
+	if opts.Limits == nil {
+		opts.Limits = d.limits
 	}
 	return mongodb.Open(d.URI, opts)
 }

@@ -29,11 +29,16 @@ type Options struct {
 	ServerSelectionTimeout time.Duration
 	// Monitor, when set, observes every database command.
 	Monitor *event.CommandMonitor
+	// Limits, when set, are the server's limits as whoever started it
+	// knows them (the embedded FerretDB on SQLite); otherwise the engine
+	// asks the server which one it is.
+	Limits *engine.Limits
 }
 
 // Engine is a connection to a MongoDB deployment.
 type Engine struct {
 	client *mongo.Client
+	limits *engine.Limits
 }
 
 // Open connects to the MongoDB at uri; it does not wait for it to answer
@@ -53,7 +58,7 @@ func Open(uri string, opts Options) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect to MongoDB: %w", err)
 	}
-	return &Engine{client: client}, nil
+	return &Engine{client: client, limits: opts.Limits}, nil
 }
 
 // Name is "mongodb".
@@ -342,6 +347,9 @@ const (
 // Limits asks the server which one it is (buildInfo) and returns its
 // limits; without an answer, the strictest of those it knows.
 func (e *Engine) Limits(ctx context.Context) engine.Limits {
+	if e.limits != nil {
+		return *e.limits
+	}
 	var info struct {
 		Version         string  `bson:"version"`
 		VersionArray    []int32 `bson:"versionArray"`

@@ -106,4 +106,14 @@ func TestMongoDBEngineStatesTheServersLimits(t *testing.T) {
 	if ferret && (!l.WholeArrayKeys || l.MaxIndexKeyBytes != 2400 || l.Source != "FerretDB 1.x (on PostgreSQL)") {
 		t.Fatalf("FerretDB 1.x limits: %+v", l)
 	}
+	// Whoever started the server may know better: the embedded FerretDB
+	// runs on SQLite.
+	known, err := mongodb.Open(uri, mongodb.Options{ServerSelectionTimeout: 5 * time.Second, Limits: &ferretdb.Limits})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer known.Close(context.Background())
+	if l := known.Limits(context.Background()); l != ferretdb.Limits {
+		t.Fatalf("limits given at Open: %+v, want %+v", l, ferretdb.Limits)
+	}
 }
