@@ -53,15 +53,19 @@ async function run(q, out) {
     try {
       res = await api.request('GET', status);
     } catch (e) {
-      out.replaceChildren(errorBox(e));
-      return;
+      if (e.status !== 429) {
+        out.replaceChildren(errorBox(e));
+        return;
+      }
+      res = {status: 429, headers: e.headers};
     }
     if (res.status === 200) {
       out.replaceChildren(manifest(res.body));
       return;
     }
-    progress.textContent = 'Running: ' + (res.headers.get('X-Progress') || 'in progress');
-    await new Promise((r) => setTimeout(r, 1000));
+    if (res.status === 202) progress.textContent = 'Running: ' + (res.headers.get('X-Progress') || 'in progress');
+    const wait = Number(res.headers.get('Retry-After')) || 1;
+    await new Promise((r) => setTimeout(r, Math.min(wait, 10) * 1000));
   }
 }
 
