@@ -16,6 +16,7 @@ import (
 func (s *Server) capabilities(c *gin.Context) {
 	cs := s.capabilityStatement(baseURL(c))
 	cs["rest"].([]map[string]any)[0]["security"] = securityStatement(c)
+	s.exportCapabilities(cs)
 	writeJSON(c, http.StatusOK, cs)
 }
 

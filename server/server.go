@@ -16,6 +16,7 @@ import (
 
 	"fhirstore/search"
 	"fhirstore/server/auth"
+	"fhirstore/server/bulkexport"
 	"fhirstore/store"
 )
 
@@ -47,6 +48,8 @@ type Config struct {
 	// Metrics, when set, counts and times every request and serves the
 	// series at /metrics (no token needed); nil turns both off.
 	Metrics *Metrics
+	// Export, when set, serves Bulk Data $export with its jobs.
+	Export *bulkexport.Manager
 }
 
 // restPrefix is where the REST interface is mounted.
@@ -130,6 +133,9 @@ func (s *Server) routes() *gin.Engine {
 
 // fhirFormat rejects requests whose answer the client cannot read.
 func (s *Server) fhirFormat(c *gin.Context) {
+	if isExportFile(c.Param("path")) {
+		return // ndjson, whatever Accept says
+	}
 	err := negotiate(c)
 	var he *httpError
 	if errors.As(err, &he) && he.status == http.StatusNotAcceptable && isBinaryRead(c) {
@@ -248,6 +254,9 @@ func (s *Server) dispatch(c *gin.Context) {
 	segs := strings.Split(strings.Trim(c.Param("path"), "/"), "/")
 	if len(segs) == 1 && segs[0] == "" {
 		segs = nil
+	}
+	if s.serveExport(c, segs) {
+		return
 	}
 	shape := shapeOf(segs)
 	methods, ok := fhirRoutes[shape]

@@ -13,6 +13,7 @@ var commands = []struct{ name, does string }{
 	{"tenant", "create, list or delete tenants"},
 	{"client", "create, list or delete OAuth clients of /oauth2/token"},
 	{"load", "load FHIR Bundles and ndjson files into a server"},
+	{"export", "export a server's resources as ndjson files with Bulk Data $export"},
 	{"migrate", "move a data dir of the previous embedded engine (FerretDB) into the indexed one"},
 	{"recover", "list unfinished transactions; retry or abandon those recovery could not apply"},
 }

@@ -5,6 +5,7 @@
 //	fhirstore tenant create|list|delete  manage tenants
 //	fhirstore client create|list|delete  manage OAuth clients of /oauth2/token
 //	fhirstore load [flags] PATH...       load Bundles and ndjson files
+//	fhirstore export [flags] --out DIR   export resources with Bulk Data $export
 //	fhirstore migrate --data-dir DIR     move a data dir of the previous embedded engine into the indexed one
 //	fhirstore recover --list             list, retry or abandon transactions recovery could not apply
 package main
@@ -61,6 +62,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return tenant(ctx, args, stdout, stderr)
 	case "load":
 		return load(ctx, args, stdout, stderr)
+	case "export":
+		return exportCmd(ctx, args, stdout, stderr)
 	case "client":
 		return client(ctx, args, stdout, stderr)
 	case "migrate":

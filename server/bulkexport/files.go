@@ -1,0 +1,185 @@
+package bulkexport
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"fhirstore/store/document"
+)
+
+// partSuffix marks a file being written; only complete files lose it.
+const partSuffix = ".part"
+
+// fileWriter writes the ndjson files of one type: <Type>-<part>.ndjson,
+// written as .part and renamed once complete and synced.
+type fileWriter struct {
+	dir   string
+	typ   string
+	part  int   // number of the file being written (or next to write)
+	max   int64 // size at which a file is complete
+	f     *os.File
+	buf   *bufio.Writer
+	bytes int64
+	count int64
+	last  string // id of the last resource written
+}
+
+// name is the final name of the current file.
+func (w *fileWriter) name() string { return fmt.Sprintf("%s-%d.ndjson", w.typ, w.part) }
+
+// write appends one resource as a line, reporting whether the file is
+// now full.
+func (w *fileWriter) write(line []byte, id string) (full bool, err error) {
+	if w.f == nil {
+		f, err := os.OpenFile(filepath.Join(w.dir, w.name()+partSuffix), os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o640)
+		if err != nil {
+			return false, fmt.Errorf("create export file: %w", err)
+		}
+		w.f, w.buf, w.bytes, w.count = f, bufio.NewWriterSize(f, 256<<10), 0, 0
+	}
+	if _, err := w.buf.Write(line); err != nil {
+		return false, fmt.Errorf("write export file: %w", err)
+	}
+	if err := w.buf.WriteByte('\n'); err != nil {
+		return false, fmt.Errorf("write export file: %w", err)
+	}
+	w.bytes += int64(len(line)) + 1
+	w.count++
+	w.last = id
+	return w.bytes >= w.max, nil
+}
+
+// close completes the current file: flushed, synced and renamed to its
+// final name. It returns nil when no file is open.
+func (w *fileWriter) close() (*File, error) {
+	if w.f == nil {
+		return nil, nil
+	}
+	f := w.f
+	w.f = nil
+	err := w.buf.Flush()
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("finish export file: %w", err)
+	}
+	name := w.name()
+	if err := os.Rename(filepath.Join(w.dir, name+partSuffix), filepath.Join(w.dir, name)); err != nil {
+		return nil, fmt.Errorf("finish export file: %w", err)
+	}
+	w.part++
+	return &File{Type: w.typ, Name: name, Count: w.count}, nil
+}
+
+// abort closes and removes a file left open by an error.
+func (w *fileWriter) abort() {
+	if w.f == nil {
+		return
+	}
+	_ = w.f.Close()
+	_ = os.Remove(filepath.Join(w.dir, w.name()+partSuffix))
+	w.f = nil
+}
+
+// writeFileSync writes a small file in one go, synced before it is named.
+func writeFileSync(path string, data []byte) error {
+	tmp := path + partSuffix
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o640)
+	if err != nil {
+		return fmt.Errorf("write %s: %w", filepath.Base(path), err)
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		return fmt.Errorf("write %s: %w", filepath.Base(path), err)
+	}
+	return nil
+}
+
+// alwaysKept are the elements _elements never removes.
+var alwaysKept = []string{"resourceType", "id", "meta"}
+
+// subsetTag marks a resource of which only some elements are exported.
+var subsetTag = bson.D{{Key: "system", Value: "http://terminology.hl7.org/CodeSystem/v3-ObservationValue"}, {Key: "code", Value: "SUBSETTED"}}
+
+// elementsOf are the _elements that apply to typ: plain names apply to
+// every type, Type.name to that type only; nil keeps every element.
+func elementsOf(typ string, elements []string) []string {
+	var out []string
+	for _, e := range elements {
+		t, name, typed := strings.Cut(e, ".")
+		switch {
+		case !typed:
+			out = append(out, e)
+		case t == typ:
+			out = append(out, name)
+		}
+	}
+	if len(elements) > 0 && len(out) == 0 {
+		return alwaysKept // elements were asked for, none of this type
+	}
+	return out
+}
+
+// subset keeps the top-level elements listed (and the mandatory ones) of a
+// resource, in their order, tagged SUBSETTED; no list keeps it verbatim.
+func subset(resourceJSON []byte, keep []string) ([]byte, error) {
+	if len(keep) == 0 {
+		return resourceJSON, nil
+	}
+	dec, err := document.FromJSON(resourceJSON, 0)
+	if err != nil {
+		return nil, fmt.Errorf("subset resource: %w", err)
+	}
+	out := bson.D{}
+	for _, e := range dec.Doc {
+		if slices.Contains(alwaysKept, e.Key) || slices.Contains(keep, e.Key) {
+			out = append(out, e)
+		}
+	}
+	out = tagSubsetted(out)
+	raw, err := bson.Marshal(out)
+	if err != nil {
+		return nil, fmt.Errorf("subset resource: %w", err)
+	}
+	return document.ToJSON(raw, dec.NumText)
+}
+
+// tagSubsetted adds the SUBSETTED tag to meta.tag.
+func tagSubsetted(doc bson.D) bson.D {
+	for i, e := range doc {
+		if e.Key != "meta" {
+			continue
+		}
+		meta, _ := e.Value.(bson.D)
+		for j, m := range meta {
+			if m.Key == "tag" {
+				tags, _ := m.Value.(bson.A)
+				meta[j].Value = append(tags, subsetTag)
+				doc[i].Value = meta
+				return doc
+			}
+		}
+		doc[i].Value = append(meta, bson.E{Key: "tag", Value: bson.A{subsetTag}})
+		return doc
+	}
+	return doc
+}

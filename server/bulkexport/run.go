@@ -1,0 +1,280 @@
+package bulkexport
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"fhirstore/search"
+	"fhirstore/store"
+)
+
+// errCancelled stops a run whose job was deleted meanwhile.
+var errCancelled = errors.New("export job cancelled")
+
+// maxIssues bounds the per-resource problems a job keeps for its error file.
+const maxIssues = 1000
+
+// errorFile is the name of a job's OperationOutcome file.
+const errorFile = "errors.ndjson"
+
+// run is one execution of a job.
+type run struct {
+	m      *Manager
+	tenant string
+	dir    string
+	mu     sync.Mutex // guards job while the heartbeat saves it
+	job    *Job
+	issues []string
+}
+
+// execute runs job to its end: completed, or failed with the reason. A run
+// stopped by Close or Cancel leaves the job as it is.
+func (m *Manager) execute(ctx context.Context, tenant string, job *Job) {
+	r := &run{m: m, tenant: tenant, dir: m.jobDir(tenant, job.ID), job: job}
+	err := r.export(ctx)
+	if ctx.Err() != nil || errors.Is(err, errCancelled) {
+		return
+	}
+	if err != nil {
+		m.log.Error("bulk export failed", zap.String("tenant", tenant), zap.String("job", job.ID), zap.Error(err))
+		r.mu.Lock()
+		job.State, job.Failure = StateFailed, failureText(err)
+		job.ExpiresAt = m.now().Add(m.cfg.Expiry)
+		r.mu.Unlock()
+		if err := r.save(ctx); err != nil && !errors.Is(err, errCancelled) {
+			m.log.Error("record failed bulk export", zap.String("job", job.ID), zap.Error(err))
+		}
+		return
+	}
+	m.log.Info("bulk export completed", zap.String("tenant", tenant), zap.String("job", job.ID), zap.Int64("resources", job.Exported))
+}
+
+// failureText is what a client is told of a failure: database details stay in the log.
+func failureText(err error) string {
+	if errors.Is(err, store.ErrUnavailable) {
+		return "the database did not answer; start the export again later"
+	}
+	var pe *ParamError
+	if errors.As(err, &pe) {
+		return pe.Error()
+	}
+	return "the export failed on the server; see its log"
+}
+
+// export writes every remaining type, then the error file, and marks the
+// job completed.
+func (r *run) export(ctx context.Context) error {
+	r.mu.Lock()
+	r.job.State, r.job.Heartbeat = StateRunning, r.m.now()
+	r.mu.Unlock()
+	if err := r.save(ctx); err != nil {
+		return err
+	}
+	if err := r.clean(); err != nil {
+		return err
+	}
+	stop := r.heartbeat(ctx)
+	defer stop()
+	queries, err := r.m.queries(r.job.Types, r.job.TypeFilters)
+	if err != nil {
+		return err
+	}
+	for r.job.Cursor.Type < len(r.job.Types) {
+		if err := r.exportType(ctx, queries); err != nil {
+			return err
+		}
+	}
+	if err := r.writeErrors(); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.job.State, r.job.ExpiresAt = StateCompleted, r.m.now().Add(r.m.cfg.Expiry)
+	r.mu.Unlock()
+	return r.save(ctx)
+}
+
+// clean prepares the job's directory: what a previous run wrote but did
+// not record as finished is removed, so no half-written file is kept.
+func (r *run) clean() error {
+	if err := os.MkdirAll(r.dir, 0o750); err != nil {
+		return fmt.Errorf("export directory: %w", err)
+	}
+	entries, err := os.ReadDir(r.dir)
+	if err != nil {
+		return fmt.Errorf("export directory: %w", err)
+	}
+	keep := map[string]bool{}
+	for _, f := range r.job.Output {
+		keep[f.Name] = true
+	}
+	for _, e := range entries {
+		if !keep[e.Name()] {
+			if err := os.Remove(filepath.Join(r.dir, e.Name())); err != nil {
+				return fmt.Errorf("remove unfinished export file: %w", err)
+			}
+		}
+	}
+	r.job.Errors = nil
+	return nil
+}
+
+// heartbeat saves the job regularly so that other processes know it runs.
+func (r *run) heartbeat(ctx context.Context) (stop func()) {
+	hctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(max(r.m.cfg.Lease/3, 5*time.Millisecond))
+		defer tick.Stop()
+		for {
+			select {
+			case <-hctx.Done():
+				return
+			case <-tick.C:
+				r.mu.Lock()
+				r.job.Heartbeat = r.m.now()
+				r.mu.Unlock()
+				if err := r.save(hctx); err != nil && hctx.Err() == nil && !errors.Is(err, errCancelled) {
+					r.m.log.Warn("bulk export heartbeat", zap.String("job", r.job.ID), zap.Error(err))
+				}
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+// save stores the job's state unless the job was deleted meanwhile.
+func (r *run) save(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var cur Job
+	if err := r.m.st.ExportJob(ctx, r.tenant, r.job.ID, &cur); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return errCancelled
+		}
+		return err
+	}
+	if cur.Owner != r.job.Owner {
+		return errCancelled // another process took the job over
+	}
+	return r.m.st.PutExportJob(ctx, r.tenant, r.job.ID, r.job)
+}
+
+// exportType writes the resources of the type at the cursor into files,
+// recording each file once it is complete.
+func (r *run) exportType(ctx context.Context, filters map[string][]*search.Query) error {
+	typ := r.job.Types[r.job.Cursor.Type]
+	match, err := r.match(typ, filters[typ])
+	if err != nil {
+		return err
+	}
+	w := &fileWriter{dir: r.dir, typ: typ, part: r.job.Cursor.Part, max: r.m.cfg.MaxFileBytes}
+	defer w.abort()
+	elements := elementsOf(typ, r.job.Elements)
+	q := store.SnapshotQuery{Type: typ, At: r.job.TransactionTime, Since: r.job.Since, Match: match, After: r.job.Cursor.After}
+	err = r.m.st.Snapshot(ctx, r.tenant, q, func(res *store.Resource) error {
+		line, err := subset(res.JSON, elements)
+		if err != nil {
+			r.issue(fmt.Sprintf("%s/%s could not be exported: %v", typ, res.ID, err))
+			return nil
+		}
+		full, err := w.write(line, res.ID)
+		if err != nil || !full {
+			return err
+		}
+		return r.finish(ctx, w, false)
+	})
+	if err != nil {
+		return err
+	}
+	return r.finish(ctx, w, true)
+}
+
+// finish closes the current file of w and records it (and, at the type's
+// end, moves the cursor to the next type).
+func (r *run) finish(ctx context.Context, w *fileWriter, typeDone bool) error {
+	f, err := w.close()
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	if f != nil {
+		r.job.Output = append(r.job.Output, *f)
+		r.job.Exported += f.Count
+		r.job.Cursor.After, r.job.Cursor.Part = w.last, w.part
+	}
+	if typeDone {
+		r.job.Cursor = Cursor{Type: r.job.Cursor.Type + 1, Part: 1}
+	}
+	r.mu.Unlock()
+	return r.save(ctx)
+}
+
+// match is the selection of typ: the _typeFilter queries (any of them),
+// each narrowed to the patients in scope of a Patient or Group export.
+func (r *run) match(typ string, filters []*search.Query) ([]*search.Query, error) {
+	if r.job.Level == LevelSystem {
+		return filters, nil
+	}
+	if r.m.cfg.Registry == nil {
+		return nil, errors.New("patient-level export needs the search registry")
+	}
+	pop, err := r.m.cfg.Registry.PatientPopulation(typ, r.job.Patients)
+	if err != nil {
+		return nil, err
+	}
+	if len(filters) == 0 {
+		return []*search.Query{pop}, nil
+	}
+	out := make([]*search.Query, len(filters))
+	for i, f := range filters {
+		q := *f
+		q.Conditions = append(q.Conditions[:len(q.Conditions):len(q.Conditions)], pop.Conditions...)
+		out[i] = &q
+	}
+	return out, nil
+}
+
+// issue records a problem for the error file.
+func (r *run) issue(msg string) {
+	if len(r.issues) < maxIssues {
+		r.issues = append(r.issues, msg)
+	}
+}
+
+// writeErrors writes the notes of the kick-off and the problems of the run
+// as OperationOutcome lines, when there are any.
+func (r *run) writeErrors() error {
+	msgs := append(append([]string(nil), r.job.Notes...), r.issues...)
+	if len(msgs) == 0 {
+		return nil
+	}
+	var b strings.Builder
+	for _, msg := range msgs {
+		line, err := json.Marshal(map[string]any{"resourceType": "OperationOutcome", "issue": []map[string]any{
+			{"severity": "warning", "code": "processing", "diagnostics": msg}}})
+		if err != nil {
+			return fmt.Errorf("error file: %w", err)
+		}
+		b.Write(line)
+		b.WriteByte('\n')
+	}
+	if err := writeFileSync(filepath.Join(r.dir, errorFile), []byte(b.String())); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.job.Errors = []File{{Type: "OperationOutcome", Name: errorFile, Count: int64(len(msgs))}}
+	r.mu.Unlock()
+	return nil
+}
+
+func unmarshal(data []byte, v any) error { return json.Unmarshal(data, v) }

@@ -1,0 +1,203 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"fhirstore/search"
+	"fhirstore/store/engine"
+)
+
+// exportJobs is the tenant collection of bulk export jobs.
+const exportJobs = "exportjobs"
+
+// snapshotBatch is how many current rows one step of a snapshot reads:
+// memory stays bounded by it whatever the size of the collection.
+const snapshotBatch = 1000
+
+// SnapshotQuery selects what Snapshot reads of one resource type.
+type SnapshotQuery struct {
+	Type string
+	// At is the snapshot's instant: every resource as it was at At, those
+	// created later left out, those deleted at or before it too.
+	At time.Time
+	// Since, when set, keeps only the versions written at or after it.
+	Since *time.Time
+	// Match, when not empty, keeps the resources that match any of the
+	// queries. The queries run on the current search index: a resource
+	// changed after At is judged by its current version, and one deleted
+	// after At (which has no search values left) is left out.
+	Match []*search.Query
+	// After resumes a snapshot after this id: ids come in ascending order.
+	After string
+}
+
+// Snapshot calls fn with each resource of q.Type as it was at q.At, in
+// ascending id order, reading the current rows in batches by id so that
+// concurrent writes neither hide a resource nor show one twice. Resources
+// written after q.At are taken from history at their version current at
+// q.At. A non-nil error from fn stops the snapshot and is returned.
+func (s *Store) Snapshot(ctx context.Context, tenant string, q SnapshotQuery, fn func(*Resource) error) error {
+	if err := s.checkType(q.Type); err != nil {
+		return err
+	}
+	match, post, err := s.snapshotMatch(ctx, tenant, q.Match)
+	if err != nil {
+		return err
+	}
+	coll := s.tenantDB(tenant).Collection(q.Type)
+	opts := &engine.FindOptions{Sort: bson.D{{Key: "_id", Value: 1}}, Limit: snapshotBatch}
+	if post == nil {
+		opts.Projection = bson.D{{Key: "idx", Value: 0}, {Key: "sort", Value: 0}}
+	}
+	after := q.After
+	for {
+		filter := snapshotFilter(match, q.Since, after)
+		cur, err := coll.Find(ctx, filter, opts)
+		if err != nil {
+			return dbError("export "+q.Type, err)
+		}
+		var rows []*storedDoc
+		if err := engine.All(ctx, cur, &rows); err != nil {
+			return dbError("export "+q.Type, err)
+		}
+		for _, d := range rows {
+			if post != nil && !post(d.Idx) {
+				continue
+			}
+			if err := s.emitAt(ctx, tenant, q, d, fn); err != nil {
+				return err
+			}
+		}
+		if len(rows) < snapshotBatch {
+			return nil
+		}
+		after = rows[len(rows)-1].ID
+	}
+}
+
+// snapshotFilter is one batch's filter: the match, written at or after
+// since, ids past after.
+func snapshotFilter(match bson.D, since *time.Time, after string) bson.D {
+	all := bson.A{}
+	if len(match) > 0 {
+		all = append(all, match)
+	}
+	if since != nil {
+		all = append(all, bson.D{{Key: "lastUpdated", Value: bson.D{{Key: "$gte", Value: since.UTC()}}}})
+	}
+	if after != "" {
+		all = append(all, bson.D{{Key: "_id", Value: bson.D{{Key: "$gt", Value: after}}}})
+	}
+	if len(all) == 0 {
+		return bson.D{}
+	}
+	return bson.D{{Key: "$and", Value: all}}
+}
+
+// snapshotMatch ORs the filters of queries, and their post-filters.
+func (s *Store) snapshotMatch(ctx context.Context, tenant string, queries []*search.Query) (bson.D, func(bson.Raw) bool, error) {
+	if len(queries) == 0 {
+		return nil, nil, nil
+	}
+	alts := bson.A{}
+	var posts []func(bson.Raw) bool
+	for _, q := range queries {
+		f, err := s.searchFilter(ctx, tenant, q)
+		if err != nil {
+			return nil, nil, err
+		}
+		alts = append(alts, f)
+		if q.PostFilter != nil {
+			posts = append(posts, q.PostFilter)
+		}
+	}
+	var post func(bson.Raw) bool
+	if len(posts) == len(queries) {
+		post = func(idx bson.Raw) bool {
+			for _, p := range posts {
+				if p(idx) {
+					return true
+				}
+			}
+			return false
+		}
+	}
+	if len(alts) == 1 {
+		return alts[0].(bson.D), post, nil
+	}
+	return bson.D{{Key: "$or", Value: alts}}, post, nil
+}
+
+// emitAt passes fn the version of row d that was current at q.At, if any.
+func (s *Store) emitAt(ctx context.Context, tenant string, q SnapshotQuery, d *storedDoc, fn func(*Resource) error) error {
+	if !d.LastUpdated.After(q.At) {
+		if d.Deleted {
+			return nil
+		}
+		res, err := d.toResource(q.Type)
+		if err != nil {
+			return err
+		}
+		return fn(res)
+	}
+	res, err := s.versionAt(ctx, tenant, q.Type, d.ID, q.At)
+	if err != nil || res == nil || res.Deleted || (q.Since != nil && res.LastUpdated.Before(*q.Since)) {
+		return err
+	}
+	return fn(res)
+}
+
+// versionAt is the version of typ/id current at t, from history; nil when
+// the resource did not exist yet.
+func (s *Store) versionAt(ctx context.Context, tenant, typ, id string, t time.Time) (*Resource, error) {
+	filter := bson.D{{Key: "type", Value: typ}, {Key: "id", Value: id}, {Key: "lastUpdated", Value: bson.D{{Key: "$lte", Value: t}}}}
+	cur, err := s.tenantDB(tenant).Collection(historyCollection).Find(ctx, filter, &engine.FindOptions{Sort: bson.D{{Key: "vid", Value: -1}}, Limit: 4})
+	if err != nil {
+		return nil, dbError("export: history of "+typ+"/"+id, err)
+	}
+	var rows []*historyDoc
+	if err := engine.All(ctx, cur, &rows); err != nil {
+		return nil, dbError("export: history of "+typ+"/"+id, err)
+	}
+	if rows, err = s.dropPending(ctx, tenant, rows); err != nil || len(rows) == 0 {
+		return nil, err
+	}
+	return rows[0].toResource()
+}
+
+// PutExportJob stores the state of a bulk export job (a document with a
+// string _id) in the tenant's database, replacing an earlier state.
+func (s *Store) PutExportJob(ctx context.Context, tenant, id string, job any) error {
+	_, err := s.tenantDB(tenant).Collection(exportJobs).ReplaceOne(ctx, bson.D{{Key: "_id", Value: id}}, job, true)
+	return dbError("save export job "+id, err)
+}
+
+// ExportJob decodes the state of job id into out; ErrNotFound when none.
+func (s *Store) ExportJob(ctx context.Context, tenant, id string, out any) error {
+	err := engine.FindOneInto(ctx, s.tenantDB(tenant).Collection(exportJobs), bson.D{{Key: "_id", Value: id}}, nil, out)
+	if errors.Is(err, engine.ErrNoDocuments) {
+		return fmt.Errorf("export job %s: %w", id, ErrNotFound)
+	}
+	return dbError("read export job "+id, err)
+}
+
+// ExportJobs decodes every export job of the tenant into out, a pointer to
+// a slice.
+func (s *Store) ExportJobs(ctx context.Context, tenant string, out any) error {
+	cur, err := s.tenantDB(tenant).Collection(exportJobs).Find(ctx, bson.D{}, &engine.FindOptions{Sort: bson.D{{Key: "_id", Value: 1}}})
+	if err != nil {
+		return dbError("list export jobs", err)
+	}
+	return dbError("list export jobs", engine.All(ctx, cur, out))
+}
+
+// DeleteExportJob removes the state of job id.
+func (s *Store) DeleteExportJob(ctx context.Context, tenant, id string) error {
+	_, err := s.tenantDB(tenant).Collection(exportJobs).DeleteOne(ctx, bson.D{{Key: "_id", Value: id}})
+	return dbError("delete export job "+id, err)
+}
