@@ -20,8 +20,8 @@ import (
 	"go.uber.org/zap"
 
 	"fhirstore/search"
-	"fhirstore/server/bulkexport"
 	"fhirstore/server/auth"
+	"fhirstore/server/bulkexport"
 	"fhirstore/store"
 )
 
