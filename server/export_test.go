@@ -30,7 +30,7 @@ type exportEnv struct {
 }
 
 // newExportEnv starts a server with an export manager; mutate adjusts its config.
-func newExportEnv(t *testing.T, mutate ...func(*bulkexport.Config)) *exportEnv {
+func newExportEnv(t testing.TB, mutate ...func(*bulkexport.Config)) *exportEnv {
 	t.Helper()
 	e := newEnv(t)
 	dir := t.TempDir()
@@ -45,7 +45,7 @@ func newExportEnv(t *testing.T, mutate ...func(*bulkexport.Config)) *exportEnv {
 
 // start serves the env's tenant with a new manager of cfg (a server
 // restart, as far as exports go).
-func (x *exportEnv) start(t *testing.T, cfg bulkexport.Config) {
+func (x *exportEnv) start(t testing.TB, cfg bulkexport.Config) {
 	t.Helper()
 	m := bulkexport.New(x.store, cfg)
 	if err := m.Start(context.Background()); err != nil {

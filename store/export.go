@@ -15,10 +15,6 @@ import (
 // exportJobs is the tenant collection of bulk export jobs.
 const exportJobs = "exportjobs"
 
-// snapshotBatch is how many current rows one step of a snapshot reads:
-// memory stays bounded by it whatever the size of the collection.
-const snapshotBatch = 1000
-
 // SnapshotQuery selects what Snapshot reads of one resource type.
 type SnapshotQuery struct {
 	Type string
@@ -37,10 +33,12 @@ type SnapshotQuery struct {
 }
 
 // Snapshot calls fn with each resource of q.Type as it was at q.At, in
-// ascending id order, reading the current rows in batches by id so that
-// concurrent writes neither hide a resource nor show one twice. Resources
-// written after q.At are taken from history at their version current at
-// q.At. A non-nil error from fn stops the snapshot and is returned.
+// ascending id order, from one cursor over the current rows sorted by id
+// (an index walk: concurrent writes neither hide a resource nor show one
+// twice, and memory stays bounded whatever the collection's size).
+// Resources written after q.At are taken from history at their version
+// current at q.At. A non-nil error from fn stops the snapshot and is
+// returned.
 func (s *Store) Snapshot(ctx context.Context, tenant string, q SnapshotQuery, fn func(*Resource) error) error {
 	if err := s.checkType(q.Type); err != nil {
 		return err
@@ -50,37 +48,60 @@ func (s *Store) Snapshot(ctx context.Context, tenant string, q SnapshotQuery, fn
 		return err
 	}
 	coll := s.tenantDB(tenant).Collection(q.Type)
-	opts := &engine.FindOptions{Sort: bson.D{{Key: "_id", Value: 1}}, Limit: snapshotBatch}
-	if post == nil {
-		opts.Projection = bson.D{{Key: "idx", Value: 0}, {Key: "sort", Value: 0}}
+	cur, err := coll.Find(ctx, snapshotFilter(match, q.Since, q.After), &engine.FindOptions{Sort: bson.D{{Key: "_id", Value: 1}}})
+	if err != nil {
+		return dbError("export "+q.Type, err)
 	}
-	after := q.After
-	for {
-		filter := snapshotFilter(match, q.Since, after)
-		cur, err := coll.Find(ctx, filter, opts)
+	defer cur.Close(ctx)
+	for cur.Next(ctx) {
+		d, err := snapshotRow(cur.Current())
 		if err != nil {
-			return dbError("export "+q.Type, err)
+			return fmt.Errorf("export %s: %w", q.Type, err)
 		}
-		var rows []*storedDoc
-		if err := engine.All(ctx, cur, &rows); err != nil {
-			return dbError("export "+q.Type, err)
+		if post != nil && !post(d.Idx) {
+			continue
 		}
-		for _, d := range rows {
-			if post != nil && !post(d.Idx) {
-				continue
-			}
-			if err := s.emitAt(ctx, tenant, q, d, fn); err != nil {
-				return err
-			}
+		if err := s.emitAt(ctx, tenant, q, d, fn); err != nil {
+			return err
 		}
-		if len(rows) < snapshotBatch {
-			return nil
-		}
-		after = rows[len(rows)-1].ID
 	}
+	return dbError("export "+q.Type, cur.Err())
 }
 
-// snapshotFilter is one batch's filter: the match, written at or after
+// snapshotRow reads the fields a snapshot needs of a current row without
+// copying its resource: the row is only valid until the cursor moves.
+func snapshotRow(raw bson.Raw) (*storedDoc, error) {
+	d := &storedDoc{}
+	elems, err := raw.Elements()
+	if err != nil {
+		return nil, fmt.Errorf("decode row: %w", err)
+	}
+	for _, e := range elems {
+		v := e.Value()
+		switch e.Key() {
+		case "_id":
+			d.ID, _ = v.StringValueOK()
+		case "vid":
+			n, _ := v.AsInt64OK()
+			d.VID = int(n)
+		case "lastUpdated":
+			d.LastUpdated, _ = v.TimeOK()
+		case "deleted":
+			d.Deleted, _ = v.BooleanOK()
+		case "resource":
+			d.Resource, _ = v.DocumentOK()
+		case "numText":
+			if err := v.Unmarshal(&d.NumText); err != nil {
+				return nil, fmt.Errorf("decode row %s: %w", d.ID, err)
+			}
+		case "idx":
+			d.Idx, _ = v.DocumentOK()
+		}
+	}
+	return d, nil
+}
+
+// snapshotFilter is a snapshot's filter: the match, written at or after
 // since, ids past after.
 func snapshotFilter(match bson.D, since *time.Time, after string) bson.D {
 	all := bson.A{}

@@ -55,8 +55,9 @@ func (w *fileWriter) write(line []byte, id string) (full bool, err error) {
 	return w.bytes >= w.max, nil
 }
 
-// close completes the current file: flushed, synced and renamed to its
-// final name. It returns nil when no file is open.
+// close ends the current file: flushed and closed, still under its .part
+// name (finalize makes it durable and names it). It returns nil when no
+// file is open.
 func (w *fileWriter) close() (*File, error) {
 	if w.f == nil {
 		return nil, nil
@@ -64,9 +65,6 @@ func (w *fileWriter) close() (*File, error) {
 	f := w.f
 	w.f = nil
 	err := w.buf.Flush()
-	if err == nil {
-		err = f.Sync()
-	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -74,11 +72,50 @@ func (w *fileWriter) close() (*File, error) {
 		return nil, fmt.Errorf("finish export file: %w", err)
 	}
 	name := w.name()
-	if err := os.Rename(filepath.Join(w.dir, name+partSuffix), filepath.Join(w.dir, name)); err != nil {
-		return nil, fmt.Errorf("finish export file: %w", err)
-	}
 	w.part++
 	return &File{Type: w.typ, Name: name, Count: w.count}, nil
+}
+
+// finalize syncs the .part files of files (at once: the file system
+// commits them together), renames each to its final name and syncs the
+// directory, so that the names survive a crash as well.
+func finalize(dir string, files []File) error {
+	errs := make(chan error, len(files))
+	sem := make(chan struct{}, 8)
+	for _, f := range files {
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem }()
+			errs <- syncFile(filepath.Join(dir, f.Name+partSuffix))
+		}()
+	}
+	for range files {
+		if err := <-errs; err != nil {
+			return err
+		}
+	}
+	for _, f := range files {
+		if err := os.Rename(filepath.Join(dir, f.Name+partSuffix), filepath.Join(dir, f.Name)); err != nil {
+			return fmt.Errorf("finish export file: %w", err)
+		}
+	}
+	return syncFile(dir)
+}
+
+// syncFile flushes a file or directory to stable storage.
+func syncFile(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("sync %s: %w", filepath.Base(path), err)
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("sync %s: %w", filepath.Base(path), err)
+	}
+	return nil
 }
 
 // abort closes and removes a file left open by an error.
@@ -111,7 +148,7 @@ func writeFileSync(path string, data []byte) error {
 	if err != nil {
 		return fmt.Errorf("write %s: %w", filepath.Base(path), err)
 	}
-	return nil
+	return syncFile(filepath.Dir(path))
 }
 
 // alwaysKept are the elements _elements never removes.

@@ -34,7 +34,17 @@ type run struct {
 	mu     sync.Mutex // guards job while the heartbeat saves it
 	job    *Job
 	issues []string
+	// cur is where the run stands; job.Cursor where the last checkpoint
+	// does. pending are the files written since, not yet synced or named.
+	cur        Cursor
+	pending    []File
+	checkpoint time.Time
 }
+
+// checkpointEvery is how often a run makes its finished files durable and
+// records them: syncing and recording each file on its own would cost more
+// than writing it when types are small.
+const checkpointEvery = time.Second
 
 // execute runs job to its end: completed, or failed with the reason. A run
 // stopped by Close or Cancel leaves the job as it is.
@@ -88,10 +98,14 @@ func (r *run) export(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	for r.job.Cursor.Type < len(r.job.Types) {
+	r.cur, r.checkpoint = r.job.Cursor, time.Now()
+	for r.cur.Type < len(r.job.Types) {
 		if err := r.exportType(ctx, queries); err != nil {
 			return err
 		}
+	}
+	if err := r.record(ctx); err != nil {
+		return err
 	}
 	if err := r.writeErrors(); err != nil {
 		return err
@@ -170,17 +184,17 @@ func (r *run) save(ctx context.Context) error {
 }
 
 // exportType writes the resources of the type at the cursor into files,
-// recording each file once it is complete.
+// recording them at checkpoints.
 func (r *run) exportType(ctx context.Context, filters map[string][]*search.Query) error {
-	typ := r.job.Types[r.job.Cursor.Type]
+	typ := r.job.Types[r.cur.Type]
 	match, err := r.match(typ, filters[typ])
 	if err != nil {
 		return err
 	}
-	w := &fileWriter{dir: r.dir, typ: typ, part: r.job.Cursor.Part, max: r.m.cfg.MaxFileBytes}
+	w := &fileWriter{dir: r.dir, typ: typ, part: r.cur.Part, max: r.m.cfg.MaxFileBytes}
 	defer w.abort()
 	elements := elementsOf(typ, r.job.Elements)
-	q := store.SnapshotQuery{Type: typ, At: r.job.TransactionTime, Since: r.job.Since, Match: match, After: r.job.Cursor.After}
+	q := store.SnapshotQuery{Type: typ, At: r.job.TransactionTime, Since: r.job.Since, Match: match, After: r.cur.After}
 	err = r.m.st.Snapshot(ctx, r.tenant, q, func(res *store.Resource) error {
 		line, err := subset(res.JSON, elements)
 		if err != nil {
@@ -199,23 +213,46 @@ func (r *run) exportType(ctx context.Context, filters map[string][]*search.Query
 	return r.finish(ctx, w, true)
 }
 
-// finish closes the current file of w and records it (and, at the type's
-// end, moves the cursor to the next type).
+// finish closes the current file of w (and, at the type's end, moves the
+// cursor to the next type), recording what is pending once a checkpoint
+// is due.
 func (r *run) finish(ctx context.Context, w *fileWriter, typeDone bool) error {
 	f, err := w.close()
 	if err != nil {
 		return err
 	}
-	r.mu.Lock()
 	if f != nil {
-		r.job.Output = append(r.job.Output, *f)
-		r.job.Exported += f.Count
-		r.job.Cursor.After, r.job.Cursor.Part = w.last, w.part
+		r.pending = append(r.pending, *f)
+		r.cur.After, r.cur.Part = w.last, w.part
 	}
 	if typeDone {
-		r.job.Cursor = Cursor{Type: r.job.Cursor.Type + 1, Part: 1}
+		r.cur = Cursor{Type: r.cur.Type + 1, Part: 1}
 	}
+	if len(r.pending) == 0 || time.Since(r.checkpoint) < checkpointEvery {
+		return nil
+	}
+	return r.record(ctx)
+}
+
+// record makes the pending files durable under their final names and
+// saves the job with them and the cursor: a crash before leaves them as
+// .part files that the next run deletes and writes again.
+func (r *run) record(ctx context.Context) error {
+	r.checkpoint = time.Now()
+	if len(r.pending) == 0 {
+		return nil
+	}
+	if err := finalize(r.dir, r.pending); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	for _, f := range r.pending {
+		r.job.Output = append(r.job.Output, f)
+		r.job.Exported += f.Count
+	}
+	r.job.Cursor = r.cur
 	r.mu.Unlock()
+	r.pending = nil
 	return r.save(ctx)
 }
 

@@ -2,7 +2,10 @@ package document
 
 import (
 	"bytes"
+	"encoding/binary"
+	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
@@ -25,36 +28,125 @@ func AppendJSON(buf *bytes.Buffer, raw bson.Raw, numText []NumText) error {
 	e := encoder{buf: buf}
 	if len(numText) > 0 {
 		e.nums = make(map[string]string, len(numText))
+		e.inner = map[string]bool{}
 		for _, n := range numText {
 			e.nums[n.Path] = n.Text
+			for i := 0; i < len(n.Path); i++ {
+				if n.Path[i] == '.' || n.Path[i] == '[' {
+					e.inner[n.Path[:i]] = true
+				}
+			}
 		}
 	}
-	return e.document(raw, "")
+	return e.document(raw, "", e.nums != nil)
 }
 
+// encoder renders BSON as JSON. Paths (the keys of nums) are only built
+// inside the documents and arrays that lead to a number of nums (inner):
+// elsewhere there is nothing to look up.
 type encoder struct {
-	buf  *bytes.Buffer
-	nums map[string]string
+	buf   *bytes.Buffer
+	nums  map[string]string
+	inner map[string]bool
 }
 
-func (e *encoder) document(raw bson.Raw, path string) error {
-	elems, err := raw.Elements()
+// errCorrupt reports stored bytes that are not a well-formed BSON document.
+var errCorrupt = errors.New("read stored document: malformed BSON")
+
+// The encoder walks the BSON bytes itself rather than through bson.Raw's
+// element lists: reads render every stored resource, and the lists (one
+// allocation per document and array, one string per value) cost more than
+// the rendering.
+
+// body checks the length prefix of a BSON document or array and returns
+// its elements.
+func body(raw []byte) ([]byte, error) {
+	if len(raw) < 5 {
+		return nil, errCorrupt
+	}
+	n := int(binary.LittleEndian.Uint32(raw))
+	if n < 5 || n > len(raw) || raw[n-1] != 0 {
+		return nil, errCorrupt
+	}
+	return raw[4 : n-1], nil
+}
+
+// next splits the first element off elems: its type, key and value bytes.
+func next(elems []byte) (t bson.Type, key, val, rest []byte, err error) {
+	t = bson.Type(elems[0])
+	k := bytes.IndexByte(elems[1:], 0)
+	if k < 0 {
+		return 0, nil, nil, nil, errCorrupt
+	}
+	key, elems = elems[1:1+k], elems[2+k:]
+	size, err := valueSize(t, elems)
 	if err != nil {
-		return fmt.Errorf("read stored document: %w", err)
+		return 0, nil, nil, nil, err
+	}
+	return t, key, elems[:size], elems[size:], nil
+}
+
+// valueSize is the length of the value of type t at the start of b.
+func valueSize(t bson.Type, b []byte) (int, error) {
+	size := 0
+	switch t {
+	case bson.TypeDouble, bson.TypeInt64, bson.TypeDateTime:
+		size = 8
+	case bson.TypeInt32:
+		size = 4
+	case bson.TypeBoolean:
+		size = 1
+	case bson.TypeNull:
+		size = 0
+	case bson.TypeString:
+		if len(b) < 4 {
+			return 0, errCorrupt
+		}
+		size = 4 + int(int32(binary.LittleEndian.Uint32(b)))
+		if size < 5 {
+			return 0, errCorrupt
+		}
+	case bson.TypeEmbeddedDocument, bson.TypeArray:
+		if len(b) < 4 {
+			return 0, errCorrupt
+		}
+		size = int(int32(binary.LittleEndian.Uint32(b)))
+		if size < 5 {
+			return 0, errCorrupt
+		}
+	default:
+		return 0, fmt.Errorf("stored value has unsupported BSON type %s", t)
+	}
+	if size > len(b) {
+		return 0, errCorrupt
+	}
+	return size, nil
+}
+
+// document renders a document at path; track tells that path leads to
+// numbers of nums, so the children's paths are needed.
+func (e *encoder) document(raw []byte, path string, track bool) error {
+	elems, err := body(raw)
+	if err != nil {
+		return err
 	}
 	e.buf.WriteByte('{')
-	for i, el := range elems {
-		if i > 0 {
+	for first := true; len(elems) > 0; first = false {
+		t, key, val, rest, err := next(elems)
+		if err != nil {
+			return err
+		}
+		elems = rest
+		if !first {
 			e.buf.WriteByte(',')
 		}
-		key := el.Key()
 		writeString(e.buf, key)
 		e.buf.WriteByte(':')
 		child := ""
-		if e.nums != nil {
-			child = joinPath(path, key)
+		if track {
+			child = joinPath(path, string(key))
 		}
-		if err := e.value(el.Value(), child); err != nil {
+		if err := e.value(t, val, child, track); err != nil {
 			return err
 		}
 	}
@@ -62,21 +154,26 @@ func (e *encoder) document(raw bson.Raw, path string) error {
 	return nil
 }
 
-func (e *encoder) array(raw bson.RawArray, path string) error {
-	vals, err := raw.Values()
+func (e *encoder) array(raw []byte, path string, track bool) error {
+	elems, err := body(raw)
 	if err != nil {
-		return fmt.Errorf("read stored array: %w", err)
+		return err
 	}
 	e.buf.WriteByte('[')
-	for i, v := range vals {
+	for i := 0; len(elems) > 0; i++ {
+		t, _, val, rest, err := next(elems)
+		if err != nil {
+			return err
+		}
+		elems = rest
 		if i > 0 {
 			e.buf.WriteByte(',')
 		}
 		child := ""
-		if e.nums != nil {
+		if track {
 			child = path + "[" + strconv.Itoa(i) + "]"
 		}
-		if err := e.value(v, child); err != nil {
+		if err := e.value(t, val, child, track); err != nil {
 			return err
 		}
 	}
@@ -84,34 +181,36 @@ func (e *encoder) array(raw bson.RawArray, path string) error {
 	return nil
 }
 
-func (e *encoder) value(v bson.RawValue, path string) error {
-	if text, ok := e.nums[path]; ok && e.nums != nil {
-		if isNumber(v.Type) {
-			e.buf.WriteString(text)
-			return nil
-		}
+func (e *encoder) value(t bson.Type, val []byte, path string, track bool) error {
+	if text, ok := e.nums[path]; ok && track && isNumber(t) {
+		e.buf.WriteString(text)
+		return nil
 	}
-	switch v.Type {
+	switch t {
 	case bson.TypeEmbeddedDocument:
-		return e.document(v.Document(), path)
+		return e.document(val, path, track && e.inner[path])
 	case bson.TypeArray:
-		return e.array(v.Array(), path)
+		return e.array(val, path, track && e.inner[path])
 	case bson.TypeString:
-		writeString(e.buf, v.StringValue())
+		if val[len(val)-1] != 0 {
+			return errCorrupt
+		}
+		writeString(e.buf, val[4:len(val)-1])
 	case bson.TypeInt32:
-		e.buf.WriteString(strconv.FormatInt(int64(v.Int32()), 10))
+		e.buf.Write(strconv.AppendInt(e.buf.AvailableBuffer(), int64(int32(binary.LittleEndian.Uint32(val))), 10))
 	case bson.TypeInt64:
-		e.buf.WriteString(strconv.FormatInt(v.Int64(), 10))
+		e.buf.Write(strconv.AppendInt(e.buf.AvailableBuffer(), int64(binary.LittleEndian.Uint64(val)), 10))
 	case bson.TypeDouble:
-		e.buf.WriteString(FormatFloat(v.Double()))
+		e.buf.WriteString(FormatFloat(math.Float64frombits(binary.LittleEndian.Uint64(val))))
 	case bson.TypeBoolean:
-		e.buf.WriteString(strconv.FormatBool(v.Boolean()))
+		e.buf.WriteString(strconv.FormatBool(val[0] != 0))
 	case bson.TypeNull:
 		e.buf.WriteString("null")
 	case bson.TypeDateTime:
-		writeString(e.buf, time.UnixMilli(v.DateTime()).UTC().Format(time.RFC3339Nano))
+		ms := int64(binary.LittleEndian.Uint64(val))
+		writeString(e.buf, []byte(time.UnixMilli(ms).UTC().Format(time.RFC3339Nano)))
 	default:
-		return fmt.Errorf("stored value at %q has unsupported BSON type %s", path, v.Type)
+		return fmt.Errorf("stored value at %q has unsupported BSON type %s", path, t)
 	}
 	return nil
 }
@@ -122,7 +221,7 @@ func isNumber(t bson.Type) bool {
 
 // writeString writes s as a JSON string without HTML escaping, so narrative
 // XHTML reads as it was sent.
-func writeString(buf *bytes.Buffer, s string) {
+func writeString(buf *bytes.Buffer, s []byte) {
 	const hex = "0123456789abcdef"
 	buf.WriteByte('"')
 	start := 0
@@ -131,7 +230,7 @@ func writeString(buf *bytes.Buffer, s string) {
 		if c >= 0x20 && c != '"' && c != '\\' {
 			continue
 		}
-		buf.WriteString(s[start:i])
+		buf.Write(s[start:i])
 		switch c {
 		case '"', '\\':
 			buf.WriteByte('\\')
@@ -149,6 +248,6 @@ func writeString(buf *bytes.Buffer, s string) {
 		}
 		start = i + 1
 	}
-	buf.WriteString(s[start:])
+	buf.Write(s[start:])
 	buf.WriteByte('"')
 }

@@ -1,0 +1,131 @@
+package server_test
+
+// Bulk export throughput: a tenant of Synthea-shaped data (as
+// BenchmarkEngineTargets builds it), exported whole through the job
+// manager to ndjson files, next to a raw cursor of the engine over the
+// same collections, alternately five times each in the same run (the
+// medians are reported), with the peak RSS of the exports:
+//
+//	FHIRSTORE_BENCH_SIZES=10000,100000 go test ./server -run '^$' -bench ExportThroughput -benchtime 1x -timeout 60m
+//
+// Figures and their reading: docs/performance.md, section "Bulk export".
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"fhirstore/server/bulkexport"
+	"fhirstore/store/engine"
+)
+
+// peakRSS is the process's peak resident set (VmHWM) in MiB (Linux).
+func peakRSS() float64 {
+	raw, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, _ := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")))
+			return float64(kb) / 1024
+		}
+	}
+	return 0
+}
+
+// resetPeakRSS starts a new peak from the current resident set (Linux).
+func resetPeakRSS() { _ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) }
+
+// syntheaTypes are the types of the Synthea sample.
+var syntheaTypes = []string{"AllergyIntolerance", "CarePlan", "CareTeam", "Claim", "Condition", "Device", "DiagnosticReport",
+	"DocumentReference", "Encounter", "ExplanationOfBenefit", "ImagingStudy", "Immunization", "Location", "Medication",
+	"MedicationAdministration", "MedicationRequest", "Observation", "Organization", "Patient", "Practitioner",
+	"PractitionerRole", "Procedure", "Provenance", "SupplyDelivery"}
+
+// exportOnce runs one whole export job and returns it with its duration.
+func exportOnce(b *testing.B, x *exportEnv) (*bulkexport.Job, time.Duration) {
+	ctx := context.Background()
+	start := time.Now()
+	job, err := x.m.Kickoff(ctx, x.tenant, bulkexport.Request{URL: "bench", Level: bulkexport.LevelSystem, Types: syntheaTypes})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for job.Active() {
+		time.Sleep(10 * time.Millisecond)
+		if job, err = x.m.Status(ctx, x.tenant, job.ID); err != nil {
+			b.Fatal(err)
+		}
+	}
+	elapsed := time.Since(start)
+	if job.State != bulkexport.StateCompleted {
+		b.Fatalf("export %s: %s", job.State, job.Failure)
+	}
+	if err := x.m.Cancel(ctx, x.tenant, job.ID); err != nil { // frees the slot and the disk
+		b.Fatal(err)
+	}
+	return job, elapsed
+}
+
+// rawCursor reads every document of the types with the engine's cursor.
+func rawCursor(b *testing.B, eng engine.Engine, dbName string) (int64, time.Duration) {
+	ctx := context.Background()
+	start := time.Now()
+	var n int64
+	for _, typ := range syntheaTypes {
+		cur, err := eng.Database(dbName).Collection(typ).Find(ctx, bson.D{}, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for cur.Next(ctx) {
+			n++
+		}
+		if err := cur.Close(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return n, time.Since(start)
+}
+
+func BenchmarkExportThroughput(b *testing.B) {
+	raw, ok := db.SQLite()
+	if !ok {
+		b.Skip("the export benchmark compares with a raw cursor of the embedded engine")
+	}
+	for _, n := range benchSizes(b) {
+		b.Run(fmt.Sprintf("resources=%d", n), func(b *testing.B) {
+			x := newExportEnv(b)
+			loadSynthea(b, x.env, n)
+			dbName := db.Options().DatabasePrefix + x.tenant
+			resetPeakRSS()
+			rssBefore := peakRSS()
+			var exp, cur []time.Duration
+			var exported, files, docs int64
+			for range 5 {
+				job, d := exportOnce(b, x)
+				exp = append(exp, d)
+				exported, files = job.Exported, int64(len(job.Output))
+				var rd time.Duration
+				docs, rd = rawCursor(b, raw, dbName)
+				cur = append(cur, rd)
+			}
+			slices.Sort(exp)
+			slices.Sort(cur)
+			rate := float64(exported) / exp[2].Seconds()
+			rawRate := float64(docs) / cur[2].Seconds()
+			rss := peakRSS()
+			b.ReportMetric(rate, "export-resources/s")
+			b.ReportMetric(rawRate, "raw-cursor-docs/s")
+			b.ReportMetric(rss, "peak-rss-MiB")
+			b.Logf("export: %d resources in %d files, median %.2fs (runs %v), %.0f resources/s; raw cursor: %d documents, median %.2fs (runs %v), %.0f documents/s; ratio %.2f; peak RSS %.0f MiB (%.0f MiB before the exports)",
+				exported, files, exp[2].Seconds(), exp, rate, docs, cur[2].Seconds(), cur, rawRate, rate/rawRate, rss, rssBefore)
+		})
+	}
+}
