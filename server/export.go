@@ -456,13 +456,14 @@ func (s *Server) exportCapabilities(cs map[string]any) {
 	const ig = "http://hl7.org/fhir/uv/bulkdata/"
 	cs["instantiates"] = []string{ig + "CapabilityStatement/bulk-data"}
 	rest := cs["rest"].([]map[string]any)[0]
-	rest["operation"] = []map[string]string{{"name": "export", "definition": ig + "OperationDefinition/export"}}
+	sys, _ := rest["operation"].([]map[string]string)
+	rest["operation"] = append(sys[:len(sys):len(sys)], map[string]string{"name": "export", "definition": ig + "OperationDefinition/export"})
 	for _, r := range rest["resource"].([]map[string]any) {
 		def := map[string]string{"Patient": "patient-export", "Group": "group-export"}[r["type"].(string)]
 		if def == "" {
 			continue
 		}
-		ops := r["operation"].([]map[string]string)
+		ops, _ := r["operation"].([]map[string]string)
 		r["operation"] = append(ops[:len(ops):len(ops)], map[string]string{"name": "export", "definition": ig + "OperationDefinition/" + def})
 	}
 }
