@@ -87,7 +87,11 @@ async function route_() {
   const main = document.getElementById('main');
   const {parts, query, params} = parseHash();
   let name = parts[0] || '';
-  if (!api.token() && name !== 'signin') { location.replace('#/signin'); return; }
+  if (!api.token() && name !== 'signin') {
+    // Straight to the sign-in form, without a second navigation.
+    history.replaceState(null, '', '#/signin');
+    name = 'signin';
+  }
   try {
     if (api.token() && name === '') await loadSession(); // the home page shows fresh counts
     if (api.token() && !session.overview) resumeSession();

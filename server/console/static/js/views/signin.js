@@ -8,7 +8,8 @@ import {go, loadSession} from '../app.js';
 export async function signinView(ctx) {
   const status = h('div', {id: 'signin-status', 'aria-live': 'polite'});
   if (ctx.expired) status.append(message('error', 'The token was refused (expired, revoked or for another tenant). Sign in again.'));
-  const tokenInput = h('textarea', {id: 'token', rows: 4, spellcheck: 'false', autocomplete: 'off', placeholder: 'eyJhbGciOi...', required: true});
+  // A password field: the token is a secret, and it is pasted, not typed.
+  const tokenInput = h('input', {id: 'token', type: 'password', spellcheck: 'false', autocomplete: 'off', placeholder: 'eyJhbGciOi…', required: true});
   const tokenForm = h('form', {class: 'card', id: 'signin-token'},
     h('h2', null, 'Paste a bearer token'),
     h('p', {class: 'muted'}, 'For example the output of ', h('code', null, 'fhirstore token --tenant <name> --scope "system/*.*"'), '. It is kept in this browser tab only and sent to this server only.'),
@@ -18,13 +19,15 @@ export async function signinView(ctx) {
     ev.preventDefault();
     signIn(tokenInput.value.replace(/^Bearer\s+/i, ''), status);
   });
-  const forms = [tokenForm];
-  const smart = await api.smartConfiguration();
-  if (smart && sameOrigin(smart.token_endpoint) && (smart.grant_types_supported || []).includes('client_credentials')) {
-    forms.push(clientForm(smart.token_endpoint, status));
-  }
+  const cards = h('div', {class: 'cards'}, tokenForm);
+  // The token form shows at once; the client form once discovery answers.
+  api.smartConfiguration().then((smart) => {
+    if (smart && sameOrigin(smart.token_endpoint) && (smart.grant_types_supported || []).includes('client_credentials')) {
+      cards.append(clientForm(smart.token_endpoint, status));
+    }
+  });
   return h('section', {class: 'signin', dataset: {title: 'Sign in'}},
-    h('h1', null, 'Sign in'), status, h('div', {class: 'cards'}, forms));
+    h('h1', null, 'Sign in'), status, cards);
 }
 
 function sameOrigin(u) {
