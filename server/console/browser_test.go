@@ -134,9 +134,9 @@ func (tb *tab) do(what string, actions ...chromedp.Action[chromedp.Void]) {
 }
 
 // eval evaluates a JavaScript expression.
-func eval[T any](tb *tab, expr string) T {
+func eval[T any](tb *tab, expr string, opts ...chromedp.EvaluateOption) T {
 	tb.t.Helper()
-	v, err := chromedp.Run(tb.ctx, chromedp.Evaluate[T](expr))
+	v, err := chromedp.Run(tb.ctx, chromedp.Evaluate[T](expr, opts...))
 	if err != nil {
 		tb.t.Fatalf("evaluate %s: %v", expr, err)
 	}

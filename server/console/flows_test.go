@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/chromedp/chromedp"
 )
 
 func TestBrowserSearchFormIsBuiltFromTheCapabilityStatement(t *testing.T) {
@@ -427,27 +429,54 @@ func TestBrowserResourceContentNeverRunsScript(t *testing.T) {
 	noScript("home")
 }
 
-func TestBrowserExportIsOfferedOnlyWhenTheServerListsIt(t *testing.T) {
+func TestBrowserExportDownloadsTheFiles(t *testing.T) {
 	e := newEnv(t)
-	cs := e.fhir(http.MethodGet, "/metadata", "", http.StatusOK)
-	listed := false
-	ops, _ := cs["rest"].([]any)[0].(map[string]any)["operation"].([]any)
-	for _, op := range ops {
-		if op.(map[string]any)["name"] == "export" {
-			listed = true
-		}
+	for _, fam := range []string{"Ito", "Baker"} {
+		e.create("Patient", `{"resourceType":"Patient","name":[{"family":"`+fam+`"}]}`)
 	}
+	e.create("Observation", `{"resourceType":"Observation","status":"final","code":{"text":"x"}}`)
 	tb := newTab(t, e)
 	tb.signIn(e.token)
-	tb.waitFor(`window.fetch && document.querySelector('#nav-export') !== null`)
-	if listed {
-		t.Skip("the server lists $export: TestBrowserExport covers it")
+	tb.click("#nav-export")
+	tb.wait("#export-form")
+	tb.setValue("#export-types", "Patient,Observation")
+	tb.click("#export-start")
+	tb.wait("#export-files")
+	files := eval[[]string](tb, `[...document.querySelectorAll('#export-files li')].map(li => li.firstChild.textContent.trim())`)
+	if !slices.Equal(files, []string{"Observation (1)", "Patient (2)"}) && !slices.Equal(files, []string{"Patient (2)", "Observation (1)"}) {
+		t.Errorf("export files = %q", files)
 	}
+	tb.screenshot("export")
+	// The download fetches the file with the token.
+	got := eval[string](tb, `(async () => {
+		const li = [...document.querySelectorAll('#export-files li')].find(li => li.textContent.startsWith('Patient'));
+		const seen = new Promise((resolve) => {
+			const orig = URL.createObjectURL;
+			URL.createObjectURL = (blob) => { blob.text().then(resolve); return orig.call(URL, blob); };
+		});
+		li.querySelector('button').click();
+		return await seen;
+	})()`, chromedp.EvalAwaitPromise)
+	if n := strings.Count(strings.TrimSpace(got), "\n") + 1; n != 2 || !strings.Contains(got, `"Ito"`) {
+		t.Errorf("downloaded Patient file = %q", got)
+	}
+	// A token that may read nothing is not offered the export.
+	tb2 := newTab(t, e)
+	tb2.signIn(e.tokenFor("system/*.c"))
+	if !eval[bool](tb2, `document.querySelector('#nav-export').hidden`) {
+		t.Error("Export is offered to a token that reads nothing")
+	}
+}
+
+func TestBrowserExportIsOfferedOnlyWhenTheServerListsIt(t *testing.T) {
+	e := newEnvExport(t, false)
+	tb := newTab(t, e)
+	tb.signIn(e.token)
+	tb.visit("#/export")
+	tb.wait("main .msg.info")
 	if !eval[bool](tb, `document.querySelector('#nav-export').hidden`) {
 		t.Error("Export is offered by a server without $export")
 	}
-	tb.visit("#/export")
-	tb.wait("main .msg.info")
 }
 
 func TestBrowserCreateThenSignOut(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 
 	"fhirstore/server"
 	"fhirstore/server/auth"
+	"fhirstore/server/bulkexport"
 	"fhirstore/store"
 	"fhirstore/store/storetest"
 )
@@ -48,7 +49,10 @@ type env struct {
 	token  string
 }
 
-func newEnv(t testing.TB) *env {
+func newEnv(t testing.TB) *env { t.Helper(); return newEnvExport(t, true) }
+
+// newEnvExport is newEnv with Bulk Data export on or off.
+func newEnvExport(t testing.TB, export bool) *env {
 	t.Helper()
 	opts := db.Options()
 	opts.Exclusive = true
@@ -65,6 +69,14 @@ func newEnv(t testing.TB) *env {
 		t.Fatal(err)
 	}
 	v := &auth.Verifier{Local: local, Dev: &auth.HS256{Key: testKey, Issuer: auth.DevIssuer, Leeway: time.Minute}, Leeway: time.Minute}
+	if export { // Bulk Data export, as the server runs it
+		exports := bulkexport.New(st, bulkexport.Config{Dir: t.TempDir(), Registry: db.Registry(), Exclusive: true})
+		if err := exports.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(exports.Close)
+		cfg.Export = exports
+	}
 	h := server.New(cfg, st, v, zap.NewNop())
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)

@@ -5,12 +5,12 @@ import * as api from '../api.js';
 import {can, errorBox} from '../app.js';
 
 // exportAvailable tells whether the server advertises system-level $export
-// and the caller may read every type.
+// and the caller may read some type (the export holds the readable ones).
 export async function exportAvailable() {
   try {
     const cs = await api.metadata();
     const ops = (cs.rest && cs.rest[0] && cs.rest[0].operation) || [];
-    return ops.some((o) => o.name === 'export') && can('*', 'r');
+    return ops.some((o) => o.name === 'export') && can('*', 'r'); // the server exports the readable types
   } catch (e) {
     return false;
   }
