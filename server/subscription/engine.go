@@ -87,13 +87,13 @@ func Start(ctx context.Context, cfg Config) (*Engine, error) {
 	e.client = newClient(cfg)
 	e.ctx, e.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	tenants, err := e.st.ListTenants(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("start subscriptions: %w", err)
+	for i := 0; err == nil && i < len(tenants); i++ {
+		err = e.load(ctx, tenants[i].Name)
 	}
-	for _, t := range tenants {
-		if err := e.load(ctx, t.Name); err != nil {
-			return nil, fmt.Errorf("start subscriptions: %w", err)
-		}
+	if err != nil {
+		e.cancel()
+		e.wg.Wait()
+		return nil, fmt.Errorf("start subscriptions: %w", err)
 	}
 	e.st.SetOutbox(e)
 	e.wg.Add(1)

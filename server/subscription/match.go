@@ -89,13 +89,22 @@ func (e *Engine) matchBatch(ctx context.Context, t *tenant) (int, error) {
 	}
 	e.stats.queued(t.name, len(notes))
 	e.log.Debug("matched changes", zap.String("tenant", t.name), zap.Int("changes", len(changes)), zap.Int("notifications", len(notes)))
+	var gone []string
 	e.mu.RLock()
 	for id := range woken {
 		if w := t.workers[id]; w != nil {
 			w.poke()
 		}
+		if t.subs[id] == nil {
+			gone = append(gone, id)
+		}
 	}
 	e.mu.RUnlock()
+	for _, id := range gone { // deleted or turned off while this batch was matched
+		if err := e.st.DropNotifications(ctx, t.name, id); err != nil {
+			return 0, err
+		}
+	}
 	return len(changes), nil
 }
 
