@@ -243,6 +243,9 @@ func TestBrowserEditConflictShowsTheNewerVersion(t *testing.T) {
 	tb.screenshot("conflict")
 	tb.click("#keep-mine")
 	tb.waitFor(`document.querySelector('#resource-version') && document.querySelector('#resource-version').textContent === 'v3'`)
+	if got := tb.text("#flash"); got != "Saved version 3." {
+		t.Errorf("after saving: %q", got)
+	}
 	p := e.fhir(http.MethodGet, "/Patient/"+pid, "", http.StatusOK)
 	if fam := p["name"].([]any)[0].(map[string]any)["family"]; fam != "Lindqvist" {
 		t.Errorf("family after resolving = %v", fam)
@@ -305,7 +308,10 @@ func TestBrowserDeleteAsksFirst(t *testing.T) {
 	e.fhir(http.MethodGet, "/Patient/"+pid, "", http.StatusOK)
 	tb.click("#delete")
 	tb.click("#confirm-yes")
-	tb.waitFor(`location.hash.startsWith('#/search/Patient')`)
+	tb.waitFor(`location.hash === '#/search/Patient'`)
+	if got := tb.text("#flash"); got != "Deleted Patient/"+pid+"; its history is kept." {
+		t.Errorf("after delete: %q", got)
+	}
 	e.fhir(http.MethodGet, "/Patient/"+pid, "", http.StatusGone)
 }
 

@@ -58,6 +58,10 @@ export function parseHash() {
   return {parts: path.split('/').filter(Boolean).map(decodeURIComponent), query, params: new URLSearchParams(query)};
 }
 
+let flashed = null;
+// flash shows a message at the top of the next page rendered.
+export function flash(kind, text) { flashed = {kind, text}; }
+
 // go navigates to a console route.
 export function go(route) {
   if (location.hash === route) route_();
@@ -101,7 +105,9 @@ async function route_() {
     const view = views[name] || notFound;
     const node = await view({parts: parts.slice(1), query, params, kind: name});
     if (my !== seq) return; // a newer navigation won
-    clear(main, node);
+    const note = flashed ? message(flashed.kind, h('span', {id: 'flash'}, flashed.text)) : null;
+    flashed = null;
+    clear(main, note, node);
     main.dataset.view = name || 'home';
     document.title = (node.dataset && node.dataset.title ? node.dataset.title + ' · ' : '') + 'fhirstore console';
   } catch (e) {

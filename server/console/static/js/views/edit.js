@@ -3,7 +3,7 @@
 // OperationOutcome issue is shown under the element its expression names.
 import {h, enc, message} from '../dom.js';
 import * as api from '../api.js';
-import {can, go, errorBox} from '../app.js';
+import {can, go, flash, errorBox} from '../app.js';
 import * as json from '../json.js';
 import {sideBySide} from '../diff.js';
 
@@ -67,7 +67,8 @@ async function submit(s) {
       ? await api.fhir('PUT', '/' + enc(s.type) + '/' + enc(s.id), {body: s.area.value, headers})
       : await api.fhir('POST', '/' + enc(type), {body: s.area.value, headers});
     const saved = res.body || {};
-    go('#/r/' + enc(saved.resourceType || type) + '/' + enc(saved.id || s.id) + '?saved=' + enc((saved.meta && saved.meta.versionId) || ''));
+    flash('ok', (s.editing ? 'Saved' : 'Created') + ' version ' + ((saved.meta && saved.meta.versionId) || '?') + '.');
+    go('#/r/' + enc(saved.resourceType || type) + '/' + enc(saved.id || s.id));
   } catch (e) {
     if (e.status === 412 || e.status === 409) {
       await conflict(s, doc, e);

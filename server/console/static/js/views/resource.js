@@ -2,7 +2,7 @@
 // history with a side-by-side diff, and the resources pointing at it.
 import {h, enc, fmtDate, confirmDialog} from '../dom.js';
 import * as api from '../api.js';
-import {can, go, errorBox} from '../app.js';
+import {can, go, flash, errorBox} from '../app.js';
 import * as json from '../json.js';
 import {narrative} from '../narrative.js';
 import {sideBySide} from '../diff.js';
@@ -39,7 +39,8 @@ function actions(type, id, versioned) {
       if (!(await confirmDialog('Delete ' + type + '/' + id + '? Its history is kept.', 'Delete'))) return;
       try {
         await api.fhir('DELETE', '/' + enc(type) + '/' + enc(id));
-        go('#/search/' + enc(type) + '?deleted=' + enc(id));
+        flash('ok', 'Deleted ' + type + '/' + id + '; its history is kept.');
+        go('#/search/' + enc(type));
       } catch (e) {
         box.after(errorBox(e));
       }
