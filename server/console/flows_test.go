@@ -313,6 +313,17 @@ func TestBrowserDeleteAsksFirst(t *testing.T) {
 		t.Errorf("after delete: %q", got)
 	}
 	e.fhir(http.MethodGet, "/Patient/"+pid, "", http.StatusGone)
+	// The page of a deleted resource keeps its history.
+	tb.visit("#/r/Patient/" + pid)
+	tb.waitFor(`document.querySelector('#resource-version') && document.querySelector('#resource-version').textContent === 'deleted'`)
+	if n := eval[int](tb, `document.querySelectorAll('#history tbody tr').length`); n != 2 {
+		t.Errorf("history rows of the deleted patient = %d, want 2", n)
+	}
+	tb.click(`#history a[href$="/_history/1"]`)
+	tb.waitFor(`document.querySelector('#resource-version') && document.querySelector('#resource-version').textContent === 'v1'`)
+	if !strings.Contains(tb.text(".json"), "Moreau") {
+		t.Error("the old version's JSON is not shown")
+	}
 }
 
 func TestBrowserScopesHideWhatTheTokenCannotDo(t *testing.T) {

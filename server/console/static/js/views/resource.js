@@ -13,7 +13,13 @@ export async function resourceView(ctx) {
   const [type, id, hist, vid] = ctx.parts;
   const versioned = hist === '_history' && vid;
   const path = '/' + enc(type) + '/' + enc(id) + (versioned ? '/_history/' + enc(vid) : '');
-  const r = await api.get(path);
+  let r;
+  try {
+    r = await api.get(path);
+  } catch (e) {
+    if (e.status === 410 && !versioned) return deletedView(type, id);
+    throw e;
+  }
   const tab = ctx.params.get('tab') || 'json';
   const base = '#/r/' + enc(type) + '/' + enc(id) + (versioned ? '/_history/' + enc(vid) : '');
   const panel = h('div', {class: 'panel', id: 'panel-' + tab});
@@ -28,6 +34,15 @@ export async function resourceView(ctx) {
     panel);
   await fillTab(tab, panel, r, type, id, path);
   return section;
+}
+
+// deletedView is the page of a deleted resource: its history stays.
+async function deletedView(type, id) {
+  return h('section', {class: 'resource', dataset: {title: type + '/' + id}},
+    h('h1', null, h('a', {href: '#/search/' + enc(type)}, type), ' / ', h('span', {id: 'resource-id'}, id),
+      ' ', h('span', {class: 'badge', id: 'resource-version'}, 'deleted')),
+    h('p', {class: 'muted'}, 'This resource was deleted. Its versions are kept; open one to see it.'),
+    h('div', {class: 'panel', id: 'panel-history'}, await history(type, id)));
 }
 
 function actions(type, id, versioned) {
