@@ -324,6 +324,17 @@ func TestBrowserDeleteAsksFirst(t *testing.T) {
 	if !strings.Contains(tb.text(".json"), "Moreau") {
 		t.Error("the old version's JSON is not shown")
 	}
+	// An old version can be restored: it comes back as version 3.
+	tb.click("#restore")
+	tb.click("#confirm-yes")
+	tb.waitFor(`document.querySelector('#resource-version') && document.querySelector('#resource-version').textContent === 'v3'`)
+	if got := tb.text("#flash"); got != "Restored version 1 as version 3." {
+		t.Errorf("after restoring: %q", got)
+	}
+	p := e.fhir(http.MethodGet, "/Patient/"+pid, "", http.StatusOK)
+	if fam := p["name"].([]any)[0].(map[string]any)["family"]; fam != "Moreau" {
+		t.Errorf("restored family = %v", fam)
+	}
 }
 
 func TestBrowserScopesHideWhatTheTokenCannotDo(t *testing.T) {

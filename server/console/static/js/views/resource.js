@@ -28,12 +28,30 @@ export async function resourceView(ctx) {
       ' ', h('span', {class: 'badge', id: 'resource-version'}, 'v' + ((r.meta && r.meta.versionId) || '?'))),
     h('p', {class: 'muted'}, 'Last updated ', fmtDate(r.meta && r.meta.lastUpdated), versioned ? ' · an old version; ' : '',
       versioned ? h('a', {href: '#/r/' + enc(type) + '/' + enc(id)}, 'see the current one') : null),
-    actions(type, id, versioned),
+    actions(type, id, versioned, r),
     h('nav', {class: 'tabs', role: 'tablist'}, TABS.map(([k, label]) =>
       h('a', {href: base + '?tab=' + k, id: 'tab-' + k, role: 'tab', class: k === tab ? 'active' : '', 'aria-selected': String(k === tab)}, label))),
     panel);
   await fillTab(tab, panel, r, type, id, path);
   return section;
+}
+
+// restoreButton writes an old version's content as the newest version
+// (a PUT: it brings a deleted resource back too).
+function restoreButton(type, id, old) {
+  const v = (old.meta && old.meta.versionId) || '?';
+  return h('button', {type: 'button', id: 'restore', onclick: async (ev) => {
+    if (!(await confirmDialog('Write version ' + v + ' of ' + type + '/' + id + ' as its newest version?', 'Restore'))) return;
+    const body = structuredClone(old);
+    delete body.meta;
+    try {
+      const res = await api.fhir('PUT', '/' + enc(type) + '/' + enc(id), {body: JSON.stringify(body), headers: {Prefer: 'return=representation'}});
+      flash('ok', 'Restored version ' + v + ' as version ' + ((res.body && res.body.meta && res.body.meta.versionId) || '?') + '.');
+      go('#/r/' + enc(type) + '/' + enc(id));
+    } catch (e) {
+      ev.target.closest('section').append(errorBox(e));
+    }
+  }}, 'Restore this version');
 }
 
 // deletedView is the page of a deleted resource: its history stays.
@@ -45,8 +63,8 @@ async function deletedView(type, id) {
     h('div', {class: 'panel', id: 'panel-history'}, await history(type, id)));
 }
 
-function actions(type, id, versioned) {
-  if (versioned) return null;
+function actions(type, id, versioned, r) {
+  if (versioned) return can(type, 'u') ? h('div', {class: 'actions', id: 'resource-actions'}, restoreButton(type, id, r)) : null;
   const box = h('div', {class: 'actions', id: 'resource-actions'});
   if (can(type, 'u')) box.append(h('a', {class: 'button', id: 'edit', href: '#/edit/' + enc(type) + '/' + enc(id)}, 'Edit'));
   if (can(type, 'd')) {
