@@ -30,7 +30,11 @@ func (s *Store) LastN(ctx context.Context, tenant string, q *search.Query, max i
 		return nil, err
 	}
 	order := bson.D{{Key: "sort.date.d", Value: -1}, {Key: "lastUpdated", Value: -1}, {Key: "_id", Value: -1}}
-	cur, err := s.tenantDB(tenant).Collection(q.Type).Find(ctx, filter, &engine.FindOptions{Sort: order, Projection: bson.D{{Key: "sort", Value: 0}}})
+	skip := bson.D{{Key: "sort", Value: 0}}
+	if q.PostFilter == nil && len(q.Includes) == 0 {
+		skip = append(skip, bson.E{Key: "idx", Value: 0}) // read only to check or follow it
+	}
+	cur, err := s.tenantDB(tenant).Collection(q.Type).Find(ctx, filter, &engine.FindOptions{Sort: order, Projection: skip})
 	if err != nil {
 		return nil, dbError("$lastn "+q.Type, err)
 	}
