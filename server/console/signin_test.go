@@ -3,6 +3,8 @@ package console_test
 import (
 	"strings"
 	"testing"
+
+	"github.com/chromedp/chromedp"
 )
 
 func TestBrowserSignInShowsTenantScopesAndHome(t *testing.T) {
@@ -60,5 +62,15 @@ func TestBrowserSignInWithClientCredentials(t *testing.T) {
 	}
 	if tok := eval[string](tb, `sessionStorage.getItem('fhirstore.console.token') || ''`); strings.Count(tok, ".") != 2 {
 		t.Errorf("no token kept after signing in with a client: %q", tok)
+	}
+}
+
+func TestBrowserOpeningTheServerShowsTheConsole(t *testing.T) {
+	e := newEnv(t)
+	tb := newTab(t, e)
+	tb.do("open the server's root", chromedp.Navigate(e.srv.URL+"/"))
+	tb.wait("#token")
+	if loc := eval[string](tb, `location.pathname + location.hash`); loc != "/console/#/signin" {
+		t.Errorf("the browser is at %q", loc)
 	}
 }
