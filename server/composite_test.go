@@ -44,6 +44,21 @@ func compositeEnv(t *testing.T) *env {
 			t.Fatalf("store %s: %d %s", bp.id, r.Status, r.Body)
 		}
 	}
+	for _, f := range []struct{ path, body string }{
+		{"/MolecularSequence/seq-chr1", `{"resourceType":"MolecularSequence","id":"seq-chr1","coordinateSystem":0,
+			"referenceSeq":{"chromosome":{"coding":[{"system":"http://terminology.hl7.org/CodeSystem/chromosome-human","code":"1"}]},"windowStart":100,"windowEnd":200},
+			"variant":[{"start":120,"end":121},{"start":180,"end":185}]}`},
+		{"/Group/g-smokers", `{"resourceType":"Group","id":"g-smokers","type":"person","actual":false,
+			"characteristic":[{"code":{"coding":[{"system":"http://loinc.org","code":"72166-2"}]},"valueCodeableConcept":{"coding":[{"system":"http://snomed.info/sct","code":"77176002"}]},"exclude":false},
+			                  {"code":{"coding":[{"system":"http://example.org","code":"age"}]},"valueCodeableConcept":{"coding":[{"system":"http://snomed.info/sct","code":"266919005"}]},"exclude":false}]}`},
+		{"/Observation/sdoh", `{"resourceType":"Observation","id":"sdoh","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"93025-5"}]},
+			"component":[{"code":{"coding":[{"system":"http://loinc.org","code":"93030-5"}]},"valueCodeableConcept":{"coding":[{"system":"http://loinc.org","code":"LA33-6"}]}},
+			             {"code":{"coding":[{"system":"http://loinc.org","code":"93038-8"}]},"valueCodeableConcept":{"coding":[{"system":"http://loinc.org","code":"LA32-8"}]}}]}`},
+	} {
+		if r := e.put(f.path, f.body); r.Status != http.StatusCreated {
+			t.Fatalf("store %s: %d %s", f.path, r.Status, r.Body)
+		}
+	}
 	for _, name := range compositeExamples {
 		body, err := os.ReadFile(filepath.Join("..", "testdata", "fhir", "examples", name+".json"))
 		if err != nil {
@@ -91,6 +106,13 @@ func TestCompositeSearchMatchesOneElement(t *testing.T) {
 		{"number components: a variant inside a window", "MolecularSequence?referenceseqid-variant-coordinate=NC_000009.11$gt22125500$lt22125510", []string{"example"}},
 		{"number components: start and end of another variant", "MolecularSequence?referenceseqid-variant-coordinate=NC_000001.11$ge13116$le13117", []string{"fda-example"}},
 		{"chromosome window", "MolecularSequence?chromosome-window-coordinate=http://terminology.hl7.org/CodeSystem/chromosome-human|2$le128273736$ge128273740", []string{"graphic-example-4"}},
+		{"referenceseqid window", "MolecularSequence?referenceseqid-window-coordinate=NC_000009.11$le22125500$ge22125510", []string{"example"}},
+		{"chromosome and a variant of the sequence", "MolecularSequence?chromosome-variant-coordinate=1$ge180$le185", []string{"seq-chr1"}},
+		{"chromosome and the start of one variant with the end of another", "MolecularSequence?chromosome-variant-coordinate=1$ge180$le121", nil},
+		{"group characteristic and its value", "Group?characteristic-value=http://loinc.org|72166-2$http://snomed.info/sct|77176002", []string{"g-smokers"}},
+		{"group characteristic with the value of another", "Group?characteristic-value=http://loinc.org|72166-2$http://snomed.info/sct|266919005", nil},
+		{"component concept", "Observation?component-code-value-concept=93030-5$LA33-6", []string{"sdoh"}},
+		{"component concept of the other component", "Observation?component-code-value-concept=93030-5$LA32-8", nil},
 		{"use context type and quantity", "PlanDefinition?context-type-quantity=age$gt20", []string{"zika-virus-intervention"}},
 		{"use context type and value", "PlanDefinition?context-type-value=focus$http://snomed.info/sct|414916001", []string{"protocol-example"}},
 		{"use context value of another type", "PlanDefinition?context-type-value=user$http://snomed.info/sct|414916001", nil},
