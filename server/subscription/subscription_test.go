@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -481,5 +482,32 @@ func TestSubscriptionsAreResourcesAndShowInMetadataAndMetrics(t *testing.T) {
 	got := rcv.wait(t, "the other subscription", func(d []delivery) bool { return len(onPath(d, "/sync")) == 1 })
 	if n := len(onPath(got, "/hook")); n != 1 {
 		t.Errorf("a deleted subscription (%s) still delivers: %d deliveries (sync %s)", id, n, sync)
+	}
+}
+
+func TestASlowEndpointDelaysNeitherWritesNorOtherSubscriptions(t *testing.T) {
+	e := newEnv(t)
+	fast := newReceiver(t)
+	release := make(chan struct{})
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select { // answers long after the engine's timeout
+		case <-release:
+		case <-time.After(30 * time.Second):
+		}
+	}))
+	t.Cleanup(slow.Close)
+	t.Cleanup(func() { close(release) })
+	e.subscribe("Observation?code=17-17", slow.URL+"/slow", subscription.PayloadJSON)
+	e.subscribe("Observation?code=17-17", fast.url("/fast"), subscription.PayloadJSON)
+	start := time.Now()
+	for range 3 {
+		e.create("Observation", obs("17-17", ""))
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("three writes took %v with a subscriber that does not answer", d)
+	}
+	fast.wait(t, "the fast subscriber", func(d []delivery) bool { return len(d) == 3 })
+	if d := time.Since(start); d > 1500*time.Millisecond {
+		t.Errorf("the fast subscriber waited %v behind the slow one", d)
 	}
 }
