@@ -107,7 +107,7 @@ func (e *Engine) running(w *worker) *spec {
 	e.mu.Lock()
 	t := e.tenants[w.tenant]
 	sp := t.subs[w.id]
-	if sp != nil && sp.status == StatusActive && !sp.ended(now) {
+	if sp != nil && sp.status == StatusActive && !sp.ended(now) && t.held.Load() {
 		e.mu.Unlock()
 		return sp
 	}

@@ -14,8 +14,10 @@ import (
 	"net/http"
 	"net/url"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/google/uuid"
 	"go.uber.org/zap"
 
 	"fhirstore/search"
@@ -43,6 +45,11 @@ type Config struct {
 	// the subscriptions are read again (default 30s). Both serve changes
 	// made by other processes on the same database.
 	Poll, Reload time.Duration
+	// Lease is how long a server's claim to dispatch a tenant's
+	// notifications lasts without renewal (default 30s): when several
+	// servers share a database, one of them dispatches each tenant, and
+	// another takes over that long after it stops.
+	Lease time.Duration
 	// Logger receives delivery diagnostics.
 	Logger *zap.Logger
 	// Now is the clock (tests may replace it).
@@ -58,6 +65,7 @@ type Engine struct {
 	st     *store.Store
 	check  *checker
 	log    *zap.Logger
+	owner  string // names this engine in the dispatch leases
 	client *http.Client
 	stats  *stats
 
@@ -76,6 +84,11 @@ type tenant struct {
 	// subs are the tenant's subscriptions by id (under Engine.mu).
 	subs    map[string]*spec
 	workers map[string]*worker
+	// held tells whether this engine holds the tenant's dispatch lease;
+	// claimed and loaded (matcher only) are when it was last claimed and
+	// when the subscriptions were last read.
+	held            atomic.Bool
+	claimed, loaded time.Time
 }
 
 // Start loads every tenant's subscriptions, attaches the engine to the
@@ -83,17 +96,18 @@ type tenant struct {
 func Start(ctx context.Context, cfg Config) (*Engine, error) {
 	cfg = withDefaults(cfg)
 	e := &Engine{cfg: cfg, st: cfg.Store, check: &checker{reg: cfg.Registry, allow: cfg.Endpoints}, log: cfg.Logger,
-		stats: newStats(), tenants: map[string]*tenant{}}
+		owner: uuid.NewString(), stats: newStats(), tenants: map[string]*tenant{}}
 	e.client = newClient(cfg)
 	e.ctx, e.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	tenants, err := e.st.ListTenants(ctx)
-	for i := 0; err == nil && i < len(tenants); i++ {
-		err = e.load(ctx, tenants[i].Name)
-	}
 	if err != nil {
 		e.cancel()
-		e.wg.Wait()
 		return nil, fmt.Errorf("start subscriptions: %w", err)
+	}
+	for _, t := range tenants {
+		tt := e.tenant(t.Name)
+		e.claim(ctx, tt)
+		e.reload(ctx, tt, 0)
 	}
 	e.st.SetOutbox(e)
 	e.wg.Add(1)
@@ -123,6 +137,9 @@ func withDefaults(cfg Config) Config {
 	if cfg.Reload <= 0 {
 		cfg.Reload = 30 * time.Second
 	}
+	if cfg.Lease <= 0 {
+		cfg.Lease = 30 * time.Second
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
@@ -150,6 +167,17 @@ func (e *Engine) Close() {
 	e.st.SetOutbox(nil)
 	e.cancel()
 	e.wg.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	for _, t := range e.tenants { // another server may take over at once
+		if t.held.Load() {
+			if err := e.st.ReleaseLease(ctx, t.name, leaseName, e.owner); err != nil {
+				e.log.Warn("release the subscription lease", zap.String("tenant", t.name), zap.Error(err))
+			}
+		}
+	}
 }
 
 // Interest tells the store which writes to record: every Subscription
@@ -212,7 +240,6 @@ func (e *Engine) poll() {
 	defer e.wg.Done()
 	tick := time.NewTicker(e.cfg.Poll)
 	defer tick.Stop()
-	last := e.cfg.Now()
 	for {
 		select {
 		case <-e.ctx.Done():
@@ -224,19 +251,54 @@ func (e *Engine) poll() {
 			e.log.Warn("list tenants for subscriptions", zap.Error(err))
 			continue
 		}
-		reload := e.cfg.Now().Sub(last) >= e.cfg.Reload
-		if reload {
-			last = e.cfg.Now()
-		}
 		for _, t := range tenants {
-			if reload {
-				if err := e.load(e.ctx, t.Name); err != nil && e.ctx.Err() == nil {
-					e.log.Warn("reload subscriptions", zap.String("tenant", t.Name), zap.Error(err))
-				}
-			}
 			e.Recorded(t.Name)
 		}
 	}
+}
+
+// leaseName is the job the engine claims in each tenant's database.
+const leaseName = "subscriptions"
+
+// claim makes sure this engine holds the tenant's dispatch lease, so that
+// of several servers on one database exactly one matches and delivers a
+// tenant's notifications; it reports whether it does. It runs on the
+// tenant's matcher only, and reads the subscriptions again when it wins
+// the lease (to start their workers).
+func (e *Engine) claim(ctx context.Context, t *tenant) bool {
+	now := time.Now()
+	if t.held.Load() && now.Sub(t.claimed) < e.cfg.Lease/3 {
+		return true
+	}
+	held, err := e.st.Lease(ctx, t.name, leaseName, e.owner, e.cfg.Lease)
+	if err != nil && ctx.Err() == nil {
+		e.log.Warn("claim the subscription lease", zap.String("tenant", t.name), zap.Error(err))
+	}
+	if was := t.held.Swap(held); held && !was {
+		t.loaded = time.Time{}
+	}
+	if held {
+		t.claimed = now
+	}
+	return held
+}
+
+// reload reads the tenant's subscriptions when they were last read more
+// than every ago. The server that dispatches a tenant hears of their
+// changes through the outbox and reads them every Reload; the others,
+// which must know them to record the changes their writes make, every Poll.
+func (e *Engine) reload(ctx context.Context, t *tenant, every time.Duration) {
+	now := time.Now()
+	if now.Sub(t.loaded) < every {
+		return
+	}
+	if err := e.load(ctx, t.name); err != nil {
+		if ctx.Err() == nil {
+			e.log.Warn("read subscriptions", zap.String("tenant", t.name), zap.Error(err))
+		}
+		return
+	}
+	t.loaded = now
 }
 
 // load reads every subscription of a tenant that is not off.

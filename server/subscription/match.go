@@ -19,6 +19,12 @@ func (e *Engine) match(t *tenant) {
 			return
 		case <-t.wake:
 		}
+		held := e.claim(e.ctx, t)
+		if !held {
+			e.reload(e.ctx, t, e.cfg.Poll)
+			continue // another server dispatches this tenant
+		}
+		e.reload(e.ctx, t, e.cfg.Reload)
 		for e.ctx.Err() == nil {
 			n, err := e.matchBatch(e.ctx, t)
 			if err != nil {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"fhirstore/server/subscription"
+	"fhirstore/store"
 )
 
 func obs(code string, extra string) string {
@@ -509,5 +510,41 @@ func TestASlowEndpointDelaysNeitherWritesNorOtherSubscriptions(t *testing.T) {
 	fast.wait(t, "the fast subscriber", func(d []delivery) bool { return len(d) == 3 })
 	if d := time.Since(start); d > 1500*time.Millisecond {
 		t.Errorf("the fast subscriber waited %v behind the slow one", d)
+	}
+}
+
+func TestOneOfSeveralServersDeliversEachTenant(t *testing.T) {
+	e := newEnv(t)
+	rcv := newReceiver(t)
+	// A second server on the same database: its own store and engine.
+	other := db.Open(t, e.opts)
+	cfg := e.cfg
+	cfg.Store = other
+	second, err := subscription.Start(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(second.Close)
+	e.subscribe("Observation?code=18-18", rcv.url("/hook"), subscription.PayloadJSON)
+	var ids []string
+	for range 5 {
+		ids = append(ids, e.create("Observation", obs("18-18", "")))
+	}
+	rcv.wait(t, "five deliveries", func(d []delivery) bool { return len(d) >= 5 })
+	time.Sleep(300 * time.Millisecond) // time for a second delivery, were there one
+	if got := rcv.deliveries(); len(got) != 5 || second.Counts(e.tenant).Sent != 0 {
+		t.Errorf("%d deliveries (the second server sent %d), want each of 5 once", len(got), second.Counts(e.tenant).Sent)
+	}
+	e.eng.Close() // the first server stops: the second takes the tenant over
+	r, err := other.Create(context.Background(), e.tenant, "Observation", []byte(obs("18-18", "")), store.WriteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rcv.wait(t, "the delivery by the second server", func(d []delivery) bool { return mentions(d, r.ID) })
+	for i := 0; i < 100 && second.Counts(e.tenant).Sent == 0; i++ { // counted once the answer is in
+		time.Sleep(10 * time.Millisecond)
+	}
+	if second.Counts(e.tenant).Sent != 1 {
+		t.Errorf("the second server sent %d, want 1", second.Counts(e.tenant).Sent)
 	}
 }
