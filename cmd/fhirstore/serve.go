@@ -129,7 +129,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	} else if n > 0 {
 		logger.Info("search index updated to the current format", zap.Int("resources", n), zap.Int("version", store.IndexVersion))
 	}
-	subCfg.Store = db.store
+	subCfg.Store, subCfg.Exclusive = db.store, db.owned
 	subs, err := subscription.Start(ctx, subCfg)
 	if err != nil {
 		return err

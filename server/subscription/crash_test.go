@@ -58,6 +58,7 @@ func crashStore(t testing.TB, dir, run string, lease time.Duration) (*store.Stor
 	}
 	cfg := fastConfig()
 	cfg.Store, cfg.Registry, cfg.Endpoints, cfg.Attempts, cfg.Poll = st, d.Registry(), allow, 1_000_000, 50*time.Millisecond
+	cfg.Exclusive = true // the embedded database of one process at a time, as fhirstore serve runs it
 	eng, err := subscription.Start(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -50,6 +50,10 @@ type Config struct {
 	// servers share a database, one of them dispatches each tenant, and
 	// another takes over that long after it stops.
 	Lease time.Duration
+	// Exclusive declares that no other server uses the database (the
+	// embedded engine): the engine then dispatches every tenant without
+	// leases, and a restart after a crash need not wait for the old ones.
+	Exclusive bool
 	// Logger receives delivery diagnostics.
 	Logger *zap.Logger
 	// Now is the clock (tests may replace it).
@@ -267,7 +271,8 @@ const leaseName = "subscriptions"
 // the lease (to start their workers).
 func (e *Engine) claim(ctx context.Context, t *tenant) bool {
 	now := time.Now()
-	if t.held.Load() && now.Sub(t.claimed) < e.cfg.Lease/3 {
+	if e.cfg.Exclusive || (t.held.Load() && now.Sub(t.claimed) < e.cfg.Lease/3) {
+		t.held.Store(true)
 		return true
 	}
 	held, err := e.st.Lease(ctx, t.name, leaseName, e.owner, e.cfg.Lease)
