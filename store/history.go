@@ -66,7 +66,8 @@ func (s *Store) History(ctx context.Context, tenant string, q HistoryQuery) (*Hi
 		q.Count = 10
 	}
 	coll := s.tenantDB(tenant).Collection(historyCollection)
-	if q.Until == nil {
+	first := q.Until == nil
+	if first {
 		until, err := s.snapshotPoint(ctx, coll, q)
 		if err != nil {
 			return nil, err
@@ -88,15 +89,17 @@ func (s *Store) History(ctx context.Context, tenant string, q HistoryQuery) (*Hi
 	if err != nil {
 		return nil, err
 	}
-	return newHistoryPage(q, rows, total)
+	page, err := newHistoryPage(q, rows, total)
+	if err == nil && first && (page.HasNext || page.HasPrevious) {
+		waitPast(*q.Until)
+	}
+	return page, err
 }
 
 // snapshotPoint is the time point of a first history page: now, or the
 // newest version the query selects when that is later (a resource updated
 // several times within a millisecond has versions stamped ahead of the
-// clock, to keep them ordered). It then waits until the clock has passed
-// it (a millisecond, as a rule), so that every write starting later is
-// stamped after it and stays out of the snapshot.
+// clock, to keep them ordered).
 func (s *Store) snapshotPoint(ctx context.Context, coll engine.Collection, q HistoryQuery) (*time.Time, error) {
 	at := s.now()
 	opts := &engine.FindOptions{Sort: bson.D{{Key: "lastUpdated", Value: -1}, {Key: "_id", Value: -1}}, Projection: bson.D{{Key: "lastUpdated", Value: 1}}}
@@ -111,14 +114,21 @@ func (s *Store) snapshotPoint(ctx context.Context, coll engine.Collection, q His
 	case newest.LastUpdated.After(at):
 		at = newest.LastUpdated.UTC()
 	}
-	if wait := time.Until(at.Add(time.Millisecond)); wait > 0 && wait <= maxSnapshotWait {
-		time.Sleep(wait)
-	}
 	return &at, nil
 }
 
-// maxSnapshotWait bounds the wait of snapshotPoint (a clock stepped back
-// must not hold a request).
+// waitPast waits until the clock has passed a snapshot's time point (a
+// millisecond, as a rule), so that every write starting later is stamped
+// after it and stays out of the snapshot the links of a first page carry.
+// A first page that issues no link does not wait.
+func waitPast(at time.Time) {
+	if wait := time.Until(at.Add(time.Millisecond)); wait > 0 && wait <= maxSnapshotWait {
+		time.Sleep(wait)
+	}
+}
+
+// maxSnapshotWait bounds the wait of waitPast (a clock stepped back must
+// not hold a request).
 const maxSnapshotWait = 100 * time.Millisecond
 
 // upper is the latest lastUpdated the query selects: the snapshot's point,
