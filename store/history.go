@@ -295,8 +295,20 @@ func (s *Store) dropSuperseded(ctx context.Context, coll engine.Collection, rows
 // written inside the range plus one per resource that existed when it began.
 func (s *Store) historyTotal(ctx context.Context, coll engine.Collection, q HistoryQuery) (int64, error) {
 	if q.At == nil {
-		n, err := coll.Count(ctx, historyFilter(q, q.Since, q.upper()))
-		return n, dbError("count history", err)
+		// Every version, less those written after the snapshot's point:
+		// two counts of one condition each (the type's, or the few newest
+		// entries of the lastUpdated index), where one count of both would
+		// check the time of each of the type's versions.
+		n, err := coll.Count(ctx, historyFilter(q, q.Since, nil))
+		if err != nil || q.Until == nil {
+			return n, dbError("count history", err)
+		}
+		later := q.Until.Add(time.Millisecond) // stored instants have millisecond precision
+		if q.Since != nil && q.Since.After(later) {
+			later = *q.Since
+		}
+		newer, err := coll.Count(ctx, historyFilter(q, &later, nil))
+		return n - newer, dbError("count history", err)
 	}
 	from := q.At.Lo.Add(time.Millisecond) // stored instants have millisecond precision
 	if q.Since != nil && q.Since.After(from) {
