@@ -374,11 +374,15 @@ func (e *Engine) observe(ctx context.Context, tenantName string, r *store.Resour
 // could not be written yet; the caller tries again later.
 func (e *Engine) update(ctx context.Context, tenantName string, r *store.Resource) error {
 	sp, issues := e.check.parse(r.JSON)
+	dispatcher := e.tenant(tenantName).held.Load() // only it writes statuses
 	if sp == nil || sp.status == StatusRequested {
+		if !dispatcher {
+			return nil
+		}
 		return e.activate(ctx, tenantName, r, sp, issues)
 	}
 	sp.id, sp.version = r.ID, r.VersionID
-	if sp.status == StatusActive && len(issues) > 0 { // e.g. the allow-list changed since
+	if sp.status == StatusActive && len(issues) > 0 && dispatcher { // e.g. the allow-list changed since
 		return e.setError(ctx, tenantName, sp, issues[0].Diagnostics)
 	}
 	if sp.status == StatusOff || sp.query == nil {
