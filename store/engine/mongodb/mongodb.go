@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -39,6 +40,14 @@ type Options struct {
 type Engine struct {
 	client *mongo.Client
 	limits *engine.Limits
+	mu     sync.Mutex  // guards info
+	info   *serverInfo // the server's buildInfo, once it answered
+}
+
+// serverInfo is what buildInfo says about the server.
+type serverInfo struct {
+	VersionArray    []int32 `bson:"versionArray"`
+	FerretDBVersion string  `bson:"ferretdbVersion"`
 }
 
 // Open connects to the MongoDB at uri; it does not wait for it to answer
@@ -76,13 +85,16 @@ func (e *Engine) Close(ctx context.Context) error {
 
 // Database is the MongoDB database of that name.
 func (e *Engine) Database(name string) engine.Database {
-	return database{e.client.Database(name)}
+	return database{e.client.Database(name), e}
 }
 
-type database struct{ db *mongo.Database }
+type database struct {
+	db *mongo.Database
+	e  *Engine
+}
 
 func (d database) Collection(name string) engine.Collection {
-	return collection{d.db.Collection(name)}
+	return collection{d.db.Collection(name), d.e}
 }
 
 func (d database) Drop(ctx context.Context) error {
@@ -94,7 +106,10 @@ func (d database) CollectionNames(ctx context.Context) ([]string, error) {
 	return names, wrap("list collections of "+d.db.Name(), err)
 }
 
-type collection struct{ c *mongo.Collection }
+type collection struct {
+	c *mongo.Collection
+	e *Engine
+}
 
 func (c collection) op(verb string) string {
 	return verb + " " + c.c.Database().Name() + "." + c.c.Name()
@@ -232,6 +247,9 @@ func (c collection) CountDistinct(ctx context.Context, filter bson.D, fields ...
 // and then refuses to create it again; a collection that holds no
 // documents yet is dropped and its indexes created afresh.
 func (c collection) CreateIndexes(ctx context.Context, indexes []engine.Index) error {
+	if c.e.wildcards(ctx) {
+		indexes = foldWildcards(indexes)
+	}
 	have, err := c.IndexNames(ctx)
 	if err != nil {
 		return err
@@ -350,13 +368,40 @@ func (e *Engine) Limits(ctx context.Context) engine.Limits {
 	if e.limits != nil {
 		return *e.limits
 	}
-	var info struct {
-		Version         string  `bson:"version"`
-		VersionArray    []int32 `bson:"versionArray"`
-		FerretDBVersion string  `bson:"ferretdbVersion"`
+	info, ok := e.server(ctx)
+	if !ok {
+		return limitsOf(false, nil, "")
 	}
-	err := e.client.Database("admin").RunCommand(ctx, bson.D{{Key: "buildInfo", Value: 1}}).Decode(&info)
-	return limitsOf(err == nil, info.VersionArray, info.FerretDBVersion)
+	return limitsOf(true, info.VersionArray, info.FerretDBVersion)
+}
+
+// server asks the server which one it is (buildInfo), once it answers.
+func (e *Engine) server(ctx context.Context) (*serverInfo, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.info != nil {
+		return e.info, true
+	}
+	var info serverInfo
+	if err := e.client.Database("admin").RunCommand(ctx, bson.D{{Key: "buildInfo", Value: 1}}).Decode(&info); err != nil {
+		return nil, false
+	}
+	e.info = &info
+	return e.info, true
+}
+
+// wildcards tells whether the server is a MongoDB with wildcard indexes
+// (4.2 or later). Limits given at Open name a FerretDB, which has none.
+func (e *Engine) wildcards(ctx context.Context) bool {
+	if e.limits != nil {
+		return false
+	}
+	info, ok := e.server(ctx)
+	if !ok || info.FerretDBVersion != "" || len(info.VersionArray) < 2 {
+		return false
+	}
+	v := info.VersionArray
+	return v[0] > 4 || v[0] == 4 && v[1] >= 2
 }
 
 // ferretDBMajor is the major version of a FerretDB version ("v1.24.2"),
@@ -386,4 +431,44 @@ func limitsOf(known bool, versionArray []int32, ferretDB string) engine.Limits {
 		l.MaxIndexKeyBytes = legacyIndexKeyBytes
 	}
 	return l
+}
+
+// foldWildcards replaces the ascending single-field indexes on paths under
+// one top-level field ("idx.code", "idx.date.lo"...) by one wildcard
+// index on that field ("idx.$**"): MongoDB holds at most 64 indexes a
+// collection, fewer than the search parameters of some types, and a
+// wildcard index serves equality, $in, ranges and prefixes on any path
+// under it as single-field indexes do.
+func foldWildcards(indexes []engine.Index) []engine.Index {
+	under := map[string]int{}
+	for _, ix := range indexes {
+		if top, ok := nestedAscending(ix); ok {
+			under[top]++
+		}
+	}
+	var out []engine.Index
+	folded := map[string]bool{}
+	for _, ix := range indexes {
+		top, ok := nestedAscending(ix)
+		if !ok || under[top] < 2 {
+			out = append(out, ix)
+			continue
+		}
+		if !folded[top] {
+			folded[top] = true
+			field := top + ".$**"
+			out = append(out, engine.Index{Name: field + "_1", Keys: bson.D{{Key: field, Value: 1}}})
+		}
+	}
+	return out
+}
+
+// nestedAscending reports the top-level field of an ascending index on one
+// dotted path.
+func nestedAscending(ix engine.Index) (string, bool) {
+	if len(ix.Keys) != 1 || ix.Keys[0].Value != 1 {
+		return "", false
+	}
+	top, _, nested := strings.Cut(ix.Keys[0].Key, ".")
+	return top, nested
 }
