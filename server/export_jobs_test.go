@@ -155,9 +155,21 @@ func TestExportCancelDeletesJobAndFiles(t *testing.T) {
 }
 
 // TestExportExpiresJobsAndFiles: past the expiry a job answers 404 and a
-// background sweep removes its files.
+// background sweep removes its files, and the files of jobs that no longer
+// exist (a deleted tenant's) as well.
 func TestExportExpiresJobsAndFiles(t *testing.T) {
-	x := newExportEnv(t, func(c *bulkexport.Config) { c.Expiry = 1500 * time.Millisecond })
+	x := newExportEnv(t, func(c *bulkexport.Config) { c.Expiry, c.Lease = 1500*time.Millisecond, 300*time.Millisecond })
+	ghost := filepath.Join(x.dir, "deleted-tenant", "old-job")
+	if err := os.MkdirAll(ghost, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ghost, "Patient-1.ndjson"), []byte("{}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-time.Hour)
+	if err := os.Chtimes(ghost, old, old); err != nil {
+		t.Fatal(err)
+	}
 	x.create("Patient", patientJSON("Expire"))
 	status := x.kickoff("/$export?_type=Patient")
 	id := status[strings.LastIndex(status, "/")+1:]
@@ -178,6 +190,9 @@ func TestExportExpiresJobsAndFiles(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	wantOutcome(t, x.get(status), http.StatusNotFound, "")
+	if _, err := os.Stat(ghost); !os.IsNotExist(err) {
+		t.Fatalf("files of a job that does not exist remain: %v", err)
+	}
 	var jobs []*bulkexport.Job
 	if err := x.store.ExportJobs(context.Background(), x.tenant, &jobs); err != nil || len(jobs) != 0 {
 		t.Fatalf("expired job still stored: %d, %v", len(jobs), err)

@@ -346,14 +346,50 @@ func (m *Manager) sweep(ctx context.Context, orphans bool) error {
 	if err != nil {
 		return err
 	}
+	known := map[string]bool{}
 	for _, t := range tenants {
 		var jobs []*Job
 		if err := m.st.ExportJobs(ctx, t.Name, &jobs); err != nil {
 			return err
 		}
 		for _, j := range jobs {
+			known[filepath.Join(t.Name, j.ID)] = true
 			if err := m.tend(ctx, t.Name, j, orphans); err != nil {
 				return err
+			}
+		}
+	}
+	return m.removeOrphans(known)
+}
+
+// removeOrphans deletes the directories of jobs that no longer exist
+// (their tenant was deleted, or their state removed) once they have not
+// changed for a lease, so that a job starting meanwhile is left alone.
+func (m *Manager) removeOrphans(known map[string]bool) error {
+	tenants, err := os.ReadDir(m.cfg.Dir)
+	if err != nil {
+		if os.IsNotExist(err) {
+			return nil
+		}
+		return fmt.Errorf("list export files: %w", err)
+	}
+	for _, t := range tenants {
+		if !t.IsDir() {
+			continue
+		}
+		jobs, err := os.ReadDir(filepath.Join(m.cfg.Dir, t.Name()))
+		if err != nil {
+			return fmt.Errorf("list export files: %w", err)
+		}
+		for _, j := range jobs {
+			rel := filepath.Join(t.Name(), j.Name())
+			info, err := j.Info()
+			if known[rel] || err != nil || m.cfg.Now().Sub(info.ModTime()) < m.cfg.Lease {
+				continue
+			}
+			m.log.Info("bulk export files without a job removed", zap.String("dir", rel))
+			if err := os.RemoveAll(filepath.Join(m.cfg.Dir, rel)); err != nil {
+				return fmt.Errorf("remove export files: %w", err)
 			}
 		}
 	}
