@@ -14,6 +14,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime"
+	"runtime/metrics"
 	"slices"
 	"strconv"
 	"strings"
@@ -50,9 +52,19 @@ var syntheaTypes = []string{"AllergyIntolerance", "CarePlan", "CareTeam", "Claim
 	"MedicationAdministration", "MedicationRequest", "Observation", "Organization", "Patient", "Practitioner",
 	"PractitionerRole", "Procedure", "Provenance", "SupplyDelivery"}
 
-// exportOnce runs one whole export job and returns it with its duration.
-func exportOnce(b *testing.B, x *exportEnv) (*bulkexport.Job, time.Duration) {
+// liveHeap is the Go heap that survived the last garbage collection, in MiB.
+func liveHeap() float64 {
+	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(s)
+	return float64(s[0].Value.Uint64()) / (1 << 20)
+}
+
+// exportOnce runs one whole export job and returns it with its duration
+// and the largest live heap seen while it ran.
+func exportOnce(b *testing.B, x *exportEnv) (*bulkexport.Job, time.Duration, float64) {
 	ctx := context.Background()
+	runtime.GC()
+	peak := liveHeap()
 	start := time.Now()
 	job, err := x.m.Kickoff(ctx, x.tenant, bulkexport.Request{URL: "bench", Level: bulkexport.LevelSystem, Types: syntheaTypes})
 	if err != nil {
@@ -60,6 +72,7 @@ func exportOnce(b *testing.B, x *exportEnv) (*bulkexport.Job, time.Duration) {
 	}
 	for job.Active() {
 		time.Sleep(10 * time.Millisecond)
+		peak = max(peak, liveHeap())
 		if job, err = x.m.Status(ctx, x.tenant, job.ID); err != nil {
 			b.Fatal(err)
 		}
@@ -71,7 +84,7 @@ func exportOnce(b *testing.B, x *exportEnv) (*bulkexport.Job, time.Duration) {
 	if err := x.m.Cancel(ctx, x.tenant, job.ID); err != nil { // frees the slot and the disk
 		b.Fatal(err)
 	}
-	return job, elapsed
+	return job, elapsed, peak
 }
 
 // rawCursor reads every document of the types with the engine's cursor.
@@ -108,8 +121,11 @@ func BenchmarkExportThroughput(b *testing.B) {
 			rssBefore := peakRSS()
 			var exp, cur []time.Duration
 			var exported, files, docs int64
+			runtime.GC()
+			heapBefore, heapPeak := liveHeap(), 0.0
 			for range 5 {
-				job, d := exportOnce(b, x)
+				job, d, h := exportOnce(b, x)
+				heapPeak = max(heapPeak, h)
 				exp = append(exp, d)
 				exported, files = job.Exported, int64(len(job.Output))
 				var rd time.Duration
@@ -124,8 +140,9 @@ func BenchmarkExportThroughput(b *testing.B) {
 			b.ReportMetric(rate, "export-resources/s")
 			b.ReportMetric(rawRate, "raw-cursor-docs/s")
 			b.ReportMetric(rss, "peak-rss-MiB")
-			b.Logf("export: %d resources in %d files, median %.2fs (runs %v), %.0f resources/s; raw cursor: %d documents, median %.2fs (runs %v), %.0f documents/s; ratio %.2f; peak RSS %.0f MiB (%.0f MiB before the exports)",
-				exported, files, exp[2].Seconds(), exp, rate, docs, cur[2].Seconds(), cur, rawRate, rate/rawRate, rss, rssBefore)
+			b.ReportMetric(heapPeak-heapBefore, "live-heap-growth-MiB")
+			b.Logf("export: %d resources in %d files, median %.2fs (runs %v), %.0f resources/s; raw cursor: %d documents, median %.2fs (runs %v), %.0f documents/s; ratio %.2f; peak RSS %.0f MiB (%.0f MiB before the exports); live heap at most %.0f MiB during the exports (%.0f MiB before)",
+				exported, files, exp[2].Seconds(), exp, rate, docs, cur[2].Seconds(), cur, rawRate, rate/rawRate, rss, rssBefore, heapPeak, heapBefore)
 		})
 	}
 }
