@@ -140,8 +140,10 @@ type Change struct {
 // Rows whose write never committed are dropped on the way.
 func (s *Store) Changes(ctx context.Context, tenant string, limit int) ([]*Change, error) {
 	coll := s.tenantDB(tenant).Collection(outboxCollection)
-	order := bson.D{{Key: "at", Value: 1}, {Key: "type", Value: 1}, {Key: "id", Value: 1}, {Key: "vid", Value: 1}}
-	cur, err := coll.Find(ctx, bson.D{}, &engine.FindOptions{Sort: order, Limit: int64(limit)})
+	if err := s.ensureOutboxIndexes(ctx, tenant, coll); err != nil {
+		return nil, err
+	}
+	cur, err := coll.Find(ctx, bson.D{}, &engine.FindOptions{Sort: outboxOrder, Limit: int64(limit)})
 	if err != nil {
 		return nil, dbError("read outbox", err)
 	}
@@ -173,6 +175,24 @@ func (s *Store) Changes(ctx context.Context, tenant string, limit int) ([]*Chang
 		}
 	}
 	return out, s.fillPrevious(ctx, tenant, deletions)
+}
+
+// outboxOrder is the order changes are handled in: the order their
+// writes began, which is version order for each resource.
+var outboxOrder = bson.D{{Key: "at", Value: 1}, {Key: "type", Value: 1}, {Key: "id", Value: 1}, {Key: "vid", Value: 1}}
+
+// ensureOutboxIndexes lets a long outbox (after downtime) be read in order
+// without sorting all of it.
+func (s *Store) ensureOutboxIndexes(ctx context.Context, tenant string, coll engine.Collection) error {
+	key := tenant + "/" + outboxCollection
+	if _, done := s.indexed.Load(key); done {
+		return nil
+	}
+	if err := coll.CreateIndexes(ctx, []engine.Index{{Name: "at", Keys: outboxOrder}}); err != nil {
+		return dbError("create outbox indexes of "+tenant, err)
+	}
+	s.indexed.Store(key, true)
+	return nil
 }
 
 // firstPerResource keeps the lowest version of each resource among rows.
