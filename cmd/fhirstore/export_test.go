@@ -58,10 +58,11 @@ func TestExportRoundTrip(t *testing.T) {
 	srcBase, srcHost, srcTok := "http://127.0.0.1:"+src.port+"/fhir/r4", "127.0.0.1:"+src.port, tokenFor(t, srcDir, "demo")
 	dstBase, dstHost, dstTok := "http://127.0.0.1:"+dst.port+"/fhir/r4", "127.0.0.1:"+dst.port, tokenFor(t, dstDir, "copy")
 
-	folder, entries, _ := syntheaFolder(t)
-	if out, _, err := runLoad(t, "--url", srcBase, "--data-dir", srcDir, folder); err != nil {
-		t.Fatalf("load the sample: %v\n%s", err, out)
+	loaded, _, err := runLoad(t, "--url", srcBase, "--data-dir", srcDir, syntheaDir)
+	if err != nil {
+		t.Fatalf("load the sample: %v\n%s", err, loaded)
 	}
+	entries := parseSummary(t, loaded).resources
 	out := filepath.Join(t.TempDir(), "export")
 	stdout, stderr, err := runExport(t, "--url", srcBase, "--token", srcTok, "--out", out)
 	if err != nil {
