@@ -185,7 +185,8 @@ func (s *Server) exportRequest(c *gin.Context, level, group string, params url.V
 		req.Notes = append(req.Notes, fmt.Sprintf("parameter %s is not supported and was ignored", name))
 	}
 	for _, f := range params["_outputFormat"] {
-		if !outputFormats[strings.TrimSpace(f)] {
+		// An unescaped "+" in the query (fhir+ndjson) arrives as a space.
+		if !outputFormats[strings.ReplaceAll(strings.TrimSpace(f), " ", "+")] {
 			return nil, fail(http.StatusBadRequest, "not-supported", fmt.Sprintf("_outputFormat %q is not supported; use %s", f, ndjsonType), "_outputFormat")
 		}
 	}

@@ -328,6 +328,8 @@ func TestExportParameters(t *testing.T) {
 		name, method, path, body string
 		want                     map[string][]string
 	}{
+		{"_outputFormat written with an unescaped +", "GET", "/$export?_type=Patient&_outputFormat=application/fhir+ndjson",
+			"", map[string][]string{"Patient": {p1, p2}}},
 		{"_type keeps the types listed", "GET", "/$export?_type=Patient,Observation",
 			"", map[string][]string{"Patient": {p1, p2}, "Observation": {o1, o2, o3}}},
 		{"_since keeps what was written at or after it", "GET", "/$export?_type=Patient,Observation&_since=" + sinceQ,
