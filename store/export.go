@@ -37,11 +37,17 @@ type SnapshotQuery struct {
 // (an index walk: concurrent writes neither hide a resource nor show one
 // twice, and memory stays bounded whatever the collection's size).
 // Resources written after q.At are taken from history at their version
-// current at q.At. A non-nil error from fn stops the snapshot and is
+// current at q.At. It first waits for this process's writes that may be
+// stamped at or before q.At, so none of them is still on its way to the
+// current rows; writes of other processes sharing a MongoDB database are
+// not waited for. A non-nil error from fn stops the snapshot and is
 // returned.
 func (s *Store) Snapshot(ctx context.Context, tenant string, q SnapshotQuery, fn func(*Resource) error) error {
 	if err := s.checkType(q.Type); err != nil {
 		return err
+	}
+	if err := s.awaitWritesUpTo(ctx, q.At); err != nil {
+		return fmt.Errorf("export %s: wait for the writes up to %s: %w", q.Type, q.At.Format(time.RFC3339Nano), err)
 	}
 	match, post, err := s.snapshotMatch(ctx, tenant, q.Match)
 	if err != nil {

@@ -342,6 +342,7 @@ func approve(guard Guard, typ string, cur *storedDoc, next *Resource) error {
 // write is the one path a single change takes: next version and timestamp,
 // history row (its unique _id is the optimistic lock), then current row.
 func (s *Store) write(ctx context.Context, tenant string, in *prepared, id string, cur *storedDoc, method string, guard Guard) (*Resource, error) {
+	defer s.beginWrite()()
 	v, err := s.buildVersion(in, id, cur, method, s.now(), guard)
 	if err != nil {
 		return nil, err

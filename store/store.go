@@ -160,6 +160,9 @@ type Store struct {
 	// (outbox.go); probeMu serializes subscription matching.
 	outbox  atomic.Pointer[Outbox]
 	probeMu sync.Mutex
+	// writes are the writes under way in this process (Snapshot waits
+	// for those stamped up to its point in time).
+	writes inflight
 }
 
 // Open returns a store on eng, which it owns from then on (Close closes

@@ -116,6 +116,7 @@ func (s *Store) transaction(ctx context.Context, tenant string, ops []Op, hints 
 		return nil, err
 	}
 	defer unlock()
+	defer s.beginWrite()()
 	for _, step := range []func(context.Context) error{t.resolve, t.loadCurrent, t.prefetchReferences, t.prepare, t.plan, t.commit} {
 		if err := step(ctx); err != nil {
 			return nil, err
