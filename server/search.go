@@ -2,7 +2,6 @@ package server
 
 import (
 	"errors"
-	"fmt"
 	"mime"
 	"net/http"
 	"net/url"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/google/uuid"
-	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"fhirstore/fhirschema"
 	"fhirstore/search"
@@ -226,9 +224,6 @@ func searchURL(base, typ string, params url.Values, cursor string) string {
 	return u
 }
 
-// subsetTag marks a resource of which only some elements are returned.
-var subsetTag = bson.D{{Key: "system", Value: "http://terminology.hl7.org/CodeSystem/v3-ObservationValue"}, {Key: "code", Value: "SUBSETTED"}}
-
 // alwaysKept are returned whatever _elements or _summary select.
 var alwaysKept = []string{"resourceType", "id", "meta"}
 
@@ -248,43 +243,7 @@ func subset(typ string, resourceJSON []byte, q *search.Query) ([]byte, error) {
 	default:
 		return resourceJSON, nil
 	}
-	dec, err := document.FromJSON(resourceJSON, 0)
-	if err != nil {
-		return nil, fmt.Errorf("subset stored resource: %w", err)
-	}
-	out := bson.D{}
-	for _, e := range dec.Doc {
-		if keep(e.Key) {
-			out = append(out, e)
-		}
-	}
-	out = tagSubsetted(out)
-	raw, err := bson.Marshal(out)
-	if err != nil {
-		return nil, fmt.Errorf("subset stored resource: %w", err)
-	}
-	return document.ToJSON(raw, dec.NumText)
-}
-
-// tagSubsetted adds the SUBSETTED tag to meta.tag.
-func tagSubsetted(doc bson.D) bson.D {
-	for i, e := range doc {
-		if e.Key != "meta" {
-			continue
-		}
-		meta, _ := e.Value.(bson.D)
-		for j, m := range meta {
-			if m.Key == "tag" {
-				tags, _ := m.Value.(bson.A)
-				meta[j].Value = append(tags, subsetTag)
-				doc[i].Value = meta
-				return doc
-			}
-		}
-		doc[i].Value = append(meta, bson.E{Key: "tag", Value: bson.A{subsetTag}})
-		return doc
-	}
-	return doc
+	return document.Subset(resourceJSON, keep)
 }
 
 // cloneValues copies params so that a handler can add to them.

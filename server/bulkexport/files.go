@@ -8,8 +8,6 @@ import (
 	"slices"
 	"strings"
 
-	"go.mongodb.org/mongo-driver/v2/bson"
-
 	"fhirstore/store/document"
 )
 
@@ -154,9 +152,6 @@ func writeFileSync(path string, data []byte) error {
 // alwaysKept are the elements _elements never removes.
 var alwaysKept = []string{"resourceType", "id", "meta"}
 
-// subsetTag marks a resource of which only some elements are exported.
-var subsetTag = bson.D{{Key: "system", Value: "http://terminology.hl7.org/CodeSystem/v3-ObservationValue"}, {Key: "code", Value: "SUBSETTED"}}
-
 // elementsOf are the _elements that apply to typ: plain names apply to
 // every type, Type.name to that type only; nil keeps every element.
 func elementsOf(typ string, elements []string) []string {
@@ -182,41 +177,5 @@ func subset(resourceJSON []byte, keep []string) ([]byte, error) {
 	if len(keep) == 0 {
 		return resourceJSON, nil
 	}
-	dec, err := document.FromJSON(resourceJSON, 0)
-	if err != nil {
-		return nil, fmt.Errorf("subset resource: %w", err)
-	}
-	out := bson.D{}
-	for _, e := range dec.Doc {
-		if slices.Contains(alwaysKept, e.Key) || slices.Contains(keep, e.Key) {
-			out = append(out, e)
-		}
-	}
-	out = tagSubsetted(out)
-	raw, err := bson.Marshal(out)
-	if err != nil {
-		return nil, fmt.Errorf("subset resource: %w", err)
-	}
-	return document.ToJSON(raw, dec.NumText)
-}
-
-// tagSubsetted adds the SUBSETTED tag to meta.tag.
-func tagSubsetted(doc bson.D) bson.D {
-	for i, e := range doc {
-		if e.Key != "meta" {
-			continue
-		}
-		meta, _ := e.Value.(bson.D)
-		for j, m := range meta {
-			if m.Key == "tag" {
-				tags, _ := m.Value.(bson.A)
-				meta[j].Value = append(tags, subsetTag)
-				doc[i].Value = meta
-				return doc
-			}
-		}
-		doc[i].Value = append(meta, bson.E{Key: "tag", Value: bson.A{subsetTag}})
-		return doc
-	}
-	return doc
+	return document.Subset(resourceJSON, func(k string) bool { return slices.Contains(alwaysKept, k) || slices.Contains(keep, k) })
 }
