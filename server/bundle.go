@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"go.uber.org/zap"
 
 	"fhirstore/store"
 )
@@ -223,6 +224,9 @@ func (s *Server) batch(ctx context.Context, call *bundleCall, entries []*entry, 
 			var oe *store.OpError
 			if errors.As(err, &oe) {
 				err = oe.Err
+			}
+			if toHTTPError(err).status >= http.StatusInternalServerError {
+				s.log.Error("batch entry failed", zap.String("tenant", call.tenant), zap.Int("entry", e.index), zap.Error(err))
 			}
 			out.Entry[e.index] = failedEntry(entryError(e.index, e.op.Type, err))
 			continue

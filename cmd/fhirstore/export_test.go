@@ -60,7 +60,7 @@ func TestExportRoundTrip(t *testing.T) {
 
 	loaded, _, err := runLoad(t, "--url", srcBase, "--data-dir", srcDir, syntheaDir)
 	if err != nil {
-		t.Fatalf("load the sample: %v\n%s", err, loaded)
+		t.Fatalf("load the sample: %v\n%s\nserver errors:\n%s", err, loaded, errorLines(src.stderr.String()))
 	}
 	entries := parseSummary(t, loaded).resources
 	out := filepath.Join(t.TempDir(), "export")
@@ -115,4 +115,15 @@ func TestExportRoundTrip(t *testing.T) {
 			t.Fatalf("export of an unknown type: %v", err)
 		}
 	})
+}
+
+// errorLines are the lines of a server's log at warn level or above.
+func errorLines(log string) string {
+	var out []string
+	for _, line := range strings.Split(log, "\n") {
+		if strings.Contains(line, `"level":"error"`) || strings.Contains(line, `"level":"warn"`) {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "\n")
 }
