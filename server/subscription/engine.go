@@ -272,7 +272,9 @@ const leaseName = "subscriptions"
 func (e *Engine) claim(ctx context.Context, t *tenant) bool {
 	now := time.Now()
 	if e.cfg.Exclusive || (t.held.Load() && now.Sub(t.claimed) < e.cfg.Lease/3) {
-		t.held.Store(true)
+		if !t.held.Swap(true) {
+			t.loaded = time.Time{} // held from now on: read the subscriptions to start their workers
+		}
 		return true
 	}
 	held, err := e.st.Lease(ctx, t.name, leaseName, e.owner, e.cfg.Lease)
