@@ -437,3 +437,71 @@ func TestCapabilityStatementListsExport(t *testing.T) {
 		}
 	}
 }
+
+// TestExportWritesTypesInParallelAndResumesInOrder: with several workers
+// and a file per resource, every type's resources are exported once and
+// the manifest lists the files in the order of _type. A crash while the
+// second type is half done and a later type's worker ran ahead leaves
+// that type's files unrecorded; the next process deletes them and writes
+// every type from where the recorded cursor says, each resource once.
+func TestExportWritesTypesInParallelAndResumesInOrder(t *testing.T) {
+	x := newExportEnv(t, func(c *bulkexport.Config) { c.MaxFileBytes, c.Workers = 1, 3 })
+	want := map[string][]string{}
+	for i := range 4 {
+		p := x.create("Patient", patientJSON(fmt.Sprintf("Parallel%d", i)))
+		want["Patient"] = append(want["Patient"], p)
+		want["Observation"] = append(want["Observation"], x.create("Observation", observationJSON(p, "8867-4")))
+		want["Practitioner"] = append(want["Practitioner"], x.create("Practitioner", `{"resourceType":"Practitioner","active":true}`))
+	}
+	types := []string{"Practitioner", "Patient", "Observation"}
+	check := func(m *manifest) {
+		t.Helper()
+		lines := x.lines(m)
+		for _, typ := range types {
+			if got := idsOf(t, lines[typ]); !slices.Equal(got, sortedIDs(want[typ]...)) {
+				t.Fatalf("%s: ids %v, want each of %v once", typ, got, sortedIDs(want[typ]...))
+			}
+		}
+		var order []string
+		for _, o := range m.Output {
+			if len(order) == 0 || order[len(order)-1] != o.Type {
+				order = append(order, o.Type)
+			}
+		}
+		if !slices.Equal(order, types) {
+			t.Fatalf("manifest lists the types' files as %v, want them in _type order %v", order, types)
+		}
+	}
+	status := x.kickoff("/$export?_type=" + strings.Join(types, ","))
+	check(x.complete(status))
+
+	id := status[strings.LastIndex(status, "/")+1:]
+	var job bulkexport.Job
+	if err := x.store.ExportJob(context.Background(), x.tenant, id, &job); err != nil {
+		t.Fatal(err)
+	}
+	x.m.Close()
+	// Practitioner done, Patient recorded up to its first resource;
+	// Observation's worker had closed files not yet recorded.
+	firstPatient := slices.Sorted(slices.Values(want["Patient"]))[0]
+	job.State, job.Attempts, job.Output, job.Exported = bulkexport.StateRunning, 1, job.Output[:5], 5
+	job.Cursor = bulkexport.Cursor{Type: 1, After: firstPatient, Part: 2}
+	job.Heartbeat = time.Now().Add(-time.Hour)
+	if err := x.store.PutExportJob(context.Background(), x.tenant, id, &job); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(x.dir, x.tenant, id)
+	for _, name := range []string{"Observation-1.ndjson.part", "Observation-2.ndjson.part", "Patient-2.ndjson.part"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("{\"resourceType\":\"Observation\"}\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	x.start(t, bulkexport.Config{Dir: x.dir, Registry: db.Registry(), MaxFileBytes: 1, Workers: 3, Exclusive: true})
+	check(x.complete(status))
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ".part") {
+			t.Fatalf("half-written file %s left behind", e.Name())
+		}
+	}
+}

@@ -54,24 +54,86 @@ func (s *Store) Snapshot(ctx context.Context, tenant string, q SnapshotQuery, fn
 		return err
 	}
 	coll := s.tenantDB(tenant).Collection(q.Type)
-	cur, err := coll.Find(ctx, snapshotFilter(match, q.Since, q.After), &engine.FindOptions{Sort: bson.D{{Key: "_id", Value: 1}}})
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	cur, err := coll.Find(rctx, snapshotFilter(match, q.Since, q.After), &engine.FindOptions{Sort: bson.D{{Key: "_id", Value: 1}}})
 	if err != nil {
 		return dbError("export "+q.Type, err)
 	}
-	defer cur.Close(ctx)
-	for cur.Next(ctx) {
-		d, err := snapshotRow(cur.Current())
-		if err != nil {
-			return fmt.Errorf("export %s: %w", q.Type, err)
-		}
-		if post != nil && !post(d.Idx) {
-			continue
-		}
-		if err := s.emitAt(ctx, tenant, q, d, fn); err != nil {
-			return err
-		}
+	// The cursor is read on a goroutine of its own, a batch of rows at a
+	// time, while this one renders and calls fn: the two halves of the
+	// work take about as long each.
+	full, free := make(chan *snapshotBatch, snapshotBatches-1), make(chan *snapshotBatch, snapshotBatches)
+	for range snapshotBatches {
+		free <- &snapshotBatch{}
 	}
-	return dbError("export "+q.Type, cur.Err())
+	read := make(chan error, 1)
+	go func() { read <- readSnapshot(rctx, cur, q, post, free, full) }()
+	for b := range full {
+		for i := range b.rows {
+			if err := s.emitAt(ctx, tenant, q, &b.rows[i], fn); err != nil {
+				cancel()
+				for range full {
+				}
+				<-read
+				return err
+			}
+		}
+		free <- b
+	}
+	return dbError("export "+q.Type, <-read)
+}
+
+// snapshotBatches is how many batches of rows a snapshot has in flight;
+// snapshotBatchRows how many rows each holds at most.
+const (
+	snapshotBatches   = 3
+	snapshotBatchRows = 128
+)
+
+// snapshotBatch is rows of a snapshot, their resources copied out of the
+// cursor into one buffer.
+type snapshotBatch struct {
+	rows  []storedDoc
+	ends  []int
+	arena []byte
+}
+
+// readSnapshot steps cur through the rows of a snapshot that pass post
+// and may be in it, copying them into batches taken from free and sent on
+// full, which it closes at the end. It closes cur.
+func readSnapshot(ctx context.Context, cur engine.Cursor, q SnapshotQuery, post func(bson.Raw) bool, free <-chan *snapshotBatch, full chan<- *snapshotBatch) error {
+	defer close(full)
+	defer cur.Close(ctx)
+	for {
+		var b *snapshotBatch
+		select {
+		case b = <-free:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		b.rows, b.ends, b.arena = b.rows[:0], b.ends[:0], b.arena[:0]
+		for len(b.rows) < snapshotBatchRows && cur.Next(ctx) {
+			d, err := snapshotRow(cur.Current())
+			if err != nil {
+				return fmt.Errorf("export %s: %w", q.Type, err)
+			}
+			if (post != nil && !post(d.Idx)) || (d.Deleted && !d.LastUpdated.After(q.At)) {
+				continue
+			}
+			b.arena = append(b.arena, d.Resource...)
+			d.Resource, d.Idx = nil, nil
+			b.rows, b.ends = append(b.rows, *d), append(b.ends, len(b.arena))
+		}
+		if len(b.rows) == 0 {
+			return cur.Err()
+		}
+		start := 0
+		for i, end := range b.ends {
+			b.rows[i].Resource, start = b.arena[start:end:end], end
+		}
+		full <- b
+	}
 }
 
 // snapshotRow reads the fields a snapshot needs of a current row without

@@ -35,6 +35,7 @@ var settings = []setting{
 	{"export-expiry", "FHIRSTORE_EXPORT_EXPIRY", "24h", "how long a finished bulk export and its files are kept"},
 	{"export-max-jobs", "FHIRSTORE_EXPORT_MAX_JOBS", "2", "most bulk exports of one tenant unfinished at once (429 beyond)"},
 	{"export-file-bytes", "FHIRSTORE_EXPORT_FILE_BYTES", "67108864", "size in bytes at which a bulk export file is closed and the next of its type begun"},
+	{"export-workers", "FHIRSTORE_EXPORT_WORKERS", "2", "how many resource types of one bulk export are written at once"},
 	{"log-level", "FHIRSTORE_LOG_LEVEL", "info", "log level: debug, info, warn or error"},
 	{"shutdown-timeout", "FHIRSTORE_SHUTDOWN_TIMEOUT", "20s", "how long a graceful shutdown waits for requests in flight"},
 	{"read-header-timeout", "FHIRSTORE_READ_HEADER_TIMEOUT", "10s", "how long a client may take to send a request's headers before the connection is cut"},

@@ -40,6 +40,10 @@ func startExports(ctx context.Context, cfg *config, db *database, reg *search.Re
 	if err != nil {
 		return nil, err
 	}
+	workers, err := cfg.int64("export-workers")
+	if err != nil {
+		return nil, err
+	}
 	dir := cfg.str("export-dir")
 	if dir == "" {
 		dir = filepath.Join(cfg.str("data-dir"), "exports")
@@ -47,7 +51,7 @@ func startExports(ctx context.Context, cfg *config, db *database, reg *search.Re
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, fmt.Errorf("--export-dir: %w", err)
 	}
-	m := bulkexport.New(db.store, bulkexport.Config{Dir: dir, Expiry: expiry, MaxJobs: int(maxJobs), MaxFileBytes: fileBytes,
+	m := bulkexport.New(db.store, bulkexport.Config{Dir: dir, Expiry: expiry, MaxJobs: int(maxJobs), MaxFileBytes: fileBytes, Workers: int(workers),
 		Exclusive: db.owned, Registry: reg, Logger: logger.Named("export")})
 	if err := m.Start(ctx); err != nil {
 		m.Close()

@@ -23,6 +23,7 @@ const (
 	DefaultExpiry       = 24 * time.Hour
 	DefaultMaxJobs      = 2
 	DefaultMaxFileBytes = 64 << 20
+	DefaultWorkers      = 2
 	DefaultLease        = time.Minute
 	DefaultMaxAttempts  = 3
 )
@@ -49,6 +50,8 @@ type Config struct {
 	// MaxFileBytes is the size at which an output file is closed and the
 	// next one of its type started.
 	MaxFileBytes int64
+	// Workers is how many types of one job are exported at once.
+	Workers int
 	// Lease is how long a running job may go without a heartbeat before
 	// another process (or this one, after a restart) takes it over.
 	Lease time.Duration
@@ -99,6 +102,9 @@ func New(st Store, cfg Config) *Manager {
 	}
 	if cfg.MaxFileBytes <= 0 {
 		cfg.MaxFileBytes = DefaultMaxFileBytes
+	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = DefaultWorkers
 	}
 	if cfg.Lease <= 0 {
 		cfg.Lease = DefaultLease

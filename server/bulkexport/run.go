@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
 
 	"fhirstore/search"
 	"fhirstore/store"
@@ -33,12 +34,24 @@ type run struct {
 	dir    string
 	mu     sync.Mutex // guards job while the heartbeat saves it
 	job    *Job
+
+	// pmu guards what the type workers share: the issues, where each type
+	// stands, and the checkpoints (one worker records at a time).
+	pmu    sync.Mutex
 	issues []string
-	// cur is where the run stands; job.Cursor where the last checkpoint
-	// does. pending are the files written since, not yet synced or named.
+	// cur is where the last checkpoint stands (job.Cursor); types holds
+	// the types under way or done since, with their files not yet recorded.
 	cur        Cursor
-	pending    []File
+	types      map[int]*typeProgress
 	checkpoint time.Time
+}
+
+// typeProgress is how far one type of a run got since the last checkpoint.
+type typeProgress struct {
+	files []File // closed, not yet synced or recorded
+	after string // id of the last resource in files
+	part  int    // number of the next file
+	done  bool
 }
 
 // checkpointEvery is how often a run makes its finished files durable and
@@ -98,13 +111,14 @@ func (r *run) export(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	r.cur, r.checkpoint = r.job.Cursor, time.Now()
-	for r.cur.Type < len(r.job.Types) {
-		if err := r.exportType(ctx, queries); err != nil {
-			return err
-		}
+	r.cur, r.types, r.checkpoint = r.job.Cursor, map[int]*typeProgress{}, time.Now()
+	if err := r.exportTypes(ctx, queries); err != nil {
+		return err
 	}
-	if err := r.record(ctx); err != nil {
+	r.pmu.Lock()
+	err = r.record(ctx)
+	r.pmu.Unlock()
+	if err != nil {
 		return err
 	}
 	if err := r.writeErrors(); err != nil {
@@ -114,6 +128,21 @@ func (r *run) export(ctx context.Context) error {
 	r.job.State, r.job.ExpiresAt = StateCompleted, r.m.now().Add(r.m.cfg.Expiry)
 	r.mu.Unlock()
 	return r.save(ctx)
+}
+
+// exportTypes exports the types from the cursor on, Config.Workers of them
+// at a time, in order; the first error stops them all.
+func (r *run) exportTypes(ctx context.Context, queries map[string][]*search.Query) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(r.m.cfg.Workers)
+	for i := r.cur.Type; i < len(r.job.Types); i++ {
+		from := Cursor{Type: i, Part: 1}
+		if i == r.cur.Type {
+			from = r.cur
+		}
+		g.Go(func() error { return r.exportType(gctx, from, queries) })
+	}
+	return g.Wait()
 }
 
 // clean prepares the job's directory: what a previous run wrote but did
@@ -183,18 +212,21 @@ func (r *run) save(ctx context.Context) error {
 	return r.m.st.PutExportJob(ctx, r.tenant, r.job.ID, r.job)
 }
 
-// exportType writes the resources of the type at the cursor into files,
-// recording them at checkpoints.
-func (r *run) exportType(ctx context.Context, filters map[string][]*search.Query) error {
-	typ := r.job.Types[r.cur.Type]
+// exportType writes the resources of one type, from where the cursor from
+// says, into files, recording them at checkpoints.
+func (r *run) exportType(ctx context.Context, from Cursor, filters map[string][]*search.Query) error {
+	typ := r.job.Types[from.Type]
 	match, err := r.match(typ, filters[typ])
 	if err != nil {
 		return err
 	}
-	w := &fileWriter{dir: r.dir, typ: typ, part: r.cur.Part, max: r.m.cfg.MaxFileBytes}
+	r.pmu.Lock()
+	r.types[from.Type] = &typeProgress{after: from.After, part: from.Part}
+	r.pmu.Unlock()
+	w := &fileWriter{dir: r.dir, typ: typ, part: from.Part, max: r.m.cfg.MaxFileBytes}
 	defer w.abort()
 	elements := elementsOf(typ, r.job.Elements)
-	q := store.SnapshotQuery{Type: typ, At: r.job.TransactionTime, Since: r.job.Since, Match: match, After: r.cur.After}
+	q := store.SnapshotQuery{Type: typ, At: r.job.TransactionTime, Since: r.job.Since, Match: match, After: from.After}
 	err = r.m.st.Snapshot(ctx, r.tenant, q, func(res *store.Resource) error {
 		line, err := subset(res.JSON, elements)
 		if err != nil {
@@ -205,54 +237,73 @@ func (r *run) exportType(ctx context.Context, filters map[string][]*search.Query
 		if err != nil || !full {
 			return err
 		}
-		return r.finish(ctx, w, false)
+		return r.finish(ctx, from.Type, w, false)
 	})
 	if err != nil {
 		return err
 	}
-	return r.finish(ctx, w, true)
+	return r.finish(ctx, from.Type, w, true)
 }
 
-// finish closes the current file of w (and, at the type's end, moves the
-// cursor to the next type), recording what is pending once a checkpoint
-// is due.
-func (r *run) finish(ctx context.Context, w *fileWriter, typeDone bool) error {
+// finish closes the current file of w, the writer of type i (at the
+// type's end, marking the type done), recording what is pending once a
+// checkpoint is due.
+func (r *run) finish(ctx context.Context, i int, w *fileWriter, typeDone bool) error {
 	f, err := w.close()
 	if err != nil {
 		return err
 	}
+	r.pmu.Lock()
+	defer r.pmu.Unlock()
+	p := r.types[i]
 	if f != nil {
-		r.pending = append(r.pending, *f)
-		r.cur.After, r.cur.Part = w.last, w.part
+		p.files = append(p.files, *f)
+		p.after, p.part = w.last, w.part
 	}
-	if typeDone {
-		r.cur = Cursor{Type: r.cur.Type + 1, Part: 1}
-	}
-	if len(r.pending) == 0 || time.Since(r.checkpoint) < checkpointEvery {
+	p.done = typeDone
+	if time.Since(r.checkpoint) < checkpointEvery {
 		return nil
 	}
 	return r.record(ctx)
 }
 
-// record makes the pending files durable under their final names and
-// saves the job with them and the cursor: a crash before leaves them as
-// .part files that the next run deletes and writes again.
+// record makes the closed files of the types before the first type still
+// under way, and of that type, durable under their final names, and saves
+// the job with them and the cursor: a crash before leaves them as .part
+// files that the next run deletes and writes again. Files of later types
+// wait: the cursor says only how far the types are done in order. The
+// caller holds pmu.
 func (r *run) record(ctx context.Context) error {
 	r.checkpoint = time.Now()
-	if len(r.pending) == 0 {
+	cur, files := r.cur, []File(nil)
+	for cur.Type < len(r.job.Types) {
+		p := r.types[cur.Type]
+		if p == nil {
+			break
+		}
+		files = append(files, p.files...)
+		p.files = nil
+		if !p.done {
+			cur.After, cur.Part = p.after, p.part
+			break
+		}
+		delete(r.types, cur.Type)
+		cur = Cursor{Type: cur.Type + 1, Part: 1}
+	}
+	if len(files) == 0 && cur == r.cur {
 		return nil
 	}
-	if err := finalize(r.dir, r.pending); err != nil {
+	if err := finalize(r.dir, files); err != nil {
 		return err
 	}
 	r.mu.Lock()
-	for _, f := range r.pending {
+	for _, f := range files {
 		r.job.Output = append(r.job.Output, f)
 		r.job.Exported += f.Count
 	}
-	r.job.Cursor = r.cur
+	r.job.Cursor = cur
 	r.mu.Unlock()
-	r.pending = nil
+	r.cur = cur
 	return r.save(ctx)
 }
 
@@ -283,6 +334,8 @@ func (r *run) match(typ string, filters []*search.Query) ([]*search.Query, error
 
 // issue records a problem for the error file.
 func (r *run) issue(msg string) {
+	r.pmu.Lock()
+	defer r.pmu.Unlock()
 	if len(r.issues) < maxIssues {
 		r.issues = append(r.issues, msg)
 	}
