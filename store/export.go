@@ -1,14 +1,17 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"fhirstore/search"
+	"fhirstore/store/document"
 	"fhirstore/store/engine"
 )
 
@@ -40,8 +43,8 @@ type SnapshotQuery struct {
 // current at q.At. It first waits for this process's writes that may be
 // stamped at or before q.At, so none of them is still on its way to the
 // current rows; writes of other processes sharing a MongoDB database are
-// not waited for. A non-nil error from fn stops the snapshot and is
-// returned.
+// not waited for. fn must not keep res.JSON after it returns: its memory
+// is reused. A non-nil error from fn stops the snapshot and is returned.
 func (s *Store) Snapshot(ctx context.Context, tenant string, q SnapshotQuery, fn func(*Resource) error) error {
 	if err := s.checkType(q.Type); err != nil {
 		return err
@@ -56,7 +59,11 @@ func (s *Store) Snapshot(ctx context.Context, tenant string, q SnapshotQuery, fn
 	coll := s.tenantDB(tenant).Collection(q.Type)
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	cur, err := coll.Find(rctx, snapshotFilter(match, q.Since, q.After), &engine.FindOptions{Sort: bson.D{{Key: "_id", Value: 1}}})
+	opts := &engine.FindOptions{Sort: bson.D{{Key: "_id", Value: 1}}, Projection: snapshotFields}
+	if post != nil {
+		opts.Projection = append(slices.Clip(snapshotFields), bson.E{Key: "idx", Value: 1})
+	}
+	cur, err := coll.Find(rctx, snapshotFilter(match, q.Since, q.After), opts)
 	if err != nil {
 		return dbError("export "+q.Type, err)
 	}
@@ -69,9 +76,10 @@ func (s *Store) Snapshot(ctx context.Context, tenant string, q SnapshotQuery, fn
 	}
 	read := make(chan error, 1)
 	go func() { read <- readSnapshot(rctx, cur, q, post, free, full) }()
+	var buf bytes.Buffer
 	for b := range full {
 		for i := range b.rows {
-			if err := s.emitAt(ctx, tenant, q, &b.rows[i], fn); err != nil {
+			if err := s.emitAt(ctx, tenant, q, &b.rows[i], &buf, fn); err != nil {
 				cancel()
 				for range full {
 				}
@@ -83,6 +91,12 @@ func (s *Store) Snapshot(ctx context.Context, tenant string, q SnapshotQuery, fn
 	}
 	return dbError("export "+q.Type, <-read)
 }
+
+// snapshotFields are the fields of a current row a snapshot reads (and
+// idx when it filters on it): not the search and sort values, which are
+// most of a row.
+var snapshotFields = bson.D{{Key: "vid", Value: 1}, {Key: "lastUpdated", Value: 1}, {Key: "deleted", Value: 1},
+	{Key: "resource", Value: 1}, {Key: "numText", Value: 1}}
 
 // snapshotBatches is how many batches of rows a snapshot has in flight;
 // snapshotBatchRows how many rows each holds at most.
@@ -222,17 +236,18 @@ func (s *Store) snapshotMatch(ctx context.Context, tenant string, queries []*sea
 	return bson.D{{Key: "$or", Value: alts}}, post, nil
 }
 
-// emitAt passes fn the version of row d that was current at q.At, if any.
-func (s *Store) emitAt(ctx context.Context, tenant string, q SnapshotQuery, d *storedDoc, fn func(*Resource) error) error {
+// emitAt passes fn the version of row d that was current at q.At, if any;
+// a current row is rendered into buf.
+func (s *Store) emitAt(ctx context.Context, tenant string, q SnapshotQuery, d *storedDoc, buf *bytes.Buffer, fn func(*Resource) error) error {
 	if !d.LastUpdated.After(q.At) {
 		if d.Deleted {
 			return nil
 		}
-		res, err := d.toResource(q.Type)
-		if err != nil {
-			return err
+		buf.Reset()
+		if err := document.AppendJSON(buf, d.Resource, d.NumText); err != nil {
+			return fmt.Errorf("render %s/%s: %w", q.Type, d.ID, err)
 		}
-		return fn(res)
+		return fn(&Resource{Type: q.Type, ID: d.ID, VersionID: d.VID, LastUpdated: d.LastUpdated.UTC(), JSON: buf.Bytes()})
 	}
 	res, err := s.versionAt(ctx, tenant, q.Type, d.ID, q.At)
 	if err != nil || res == nil || res.Deleted || (q.Since != nil && res.LastUpdated.Before(*q.Since)) {

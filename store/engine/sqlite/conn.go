@@ -327,6 +327,15 @@ func (r *rows) bytes(i int) []byte {
 	return out
 }
 
+// view is column i as a blob in SQLite's memory, without a copy: valid
+// until the statement steps again or is reset.
+func (r *rows) view(i int) []byte {
+	c := r.s.c
+	p := sqlite3.Xsqlite3_column_blob(c.tls, r.s.p, int32(i))
+	n := int(sqlite3.Xsqlite3_column_bytes(c.tls, r.s.p, int32(i)))
+	return libc.GoBytes(p, n)
+}
+
 // text is column i as a string.
 func (r *rows) text(i int) string {
 	c := r.s.c

@@ -41,7 +41,7 @@ func (c *cursor) Next(ctx context.Context) bool {
 		if c.rows.next() {
 			c.stepRows++
 			c.skip = 0 // a row past the OFFSET: the step skipped all of it
-			out, err := c.proj.apply(c.rows.bytes(0))
+			out, err := c.document()
 			if err != nil {
 				c.fail(err)
 				return false
@@ -69,6 +69,15 @@ func (c *cursor) Next(ctx context.Context) bool {
 		}
 	}
 	return false
+}
+
+// document is the current row's document, projected: a projection copies
+// only the fields it keeps out of SQLite's memory.
+func (c *cursor) document() (bson.Raw, error) {
+	if c.proj == nil {
+		return c.rows.bytes(0), nil
+	}
+	return c.proj.apply(c.rows.view(0))
 }
 
 // start runs the next step, reporting whether it has one open.

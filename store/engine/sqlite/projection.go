@@ -57,25 +57,41 @@ func parseProjection(p bson.D) (*projection, error) {
 	return pr, nil
 }
 
-// apply returns doc with the projection's fields kept or dropped.
+// apply returns doc with the projection's fields kept or dropped, in a
+// new slice when the projection is set (doc may be SQLite's memory, valid
+// only until the statement moves on).
 func (p *projection) apply(doc []byte) (bson.Raw, error) {
 	if p == nil {
 		return doc, nil
 	}
-	out := make([]byte, 4, len(doc))
-	rest := doc[4 : len(doc)-1]
-	for len(rest) > 0 {
-		el, next, ok := bsoncore.ReadElement(rest)
-		if !ok {
-			return nil, fmt.Errorf("project document: malformed BSON")
-		}
-		rest = next
-		key := el.Key()
-		if key == "_id" || p.fields[key] == p.include {
-			out = append(out, el...)
-		}
+	n := 5
+	if err := p.each(doc, func(el []byte) { n += len(el) }); err != nil {
+		return nil, err
+	}
+	out := make([]byte, 4, n)
+	if err := p.each(doc, func(el []byte) { out = append(out, el...) }); err != nil {
+		return nil, err
 	}
 	out = append(out, 0)
 	binary.LittleEndian.PutUint32(out, uint32(len(out)))
 	return out, nil
+}
+
+// each calls fn with every element of doc the projection keeps.
+func (p *projection) each(doc []byte, fn func(el []byte)) error {
+	if len(doc) < 5 {
+		return fmt.Errorf("project document: malformed BSON")
+	}
+	rest := doc[4 : len(doc)-1]
+	for len(rest) > 0 {
+		el, next, ok := bsoncore.ReadElement(rest)
+		if !ok {
+			return fmt.Errorf("project document: malformed BSON")
+		}
+		rest = next
+		if key := el.Key(); key == "_id" || p.fields[key] == p.include {
+			fn(el)
+		}
+	}
+	return nil
 }
