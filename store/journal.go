@@ -46,6 +46,10 @@ const (
 	// each type: an error there is the database refusing them (the rows
 	// put before stay).
 	FaultPutCurrent = "txn.putcurrent"
+	// FaultReadJournal is called by readers of history rows after they
+	// read the rows and before they read the journal to tell which are
+	// visible: a roll-back there is one that races the read.
+	FaultReadJournal = "read.journal"
 	// FaultRollForward is called by recovery before it puts the current
 	// rows of a committed transaction, and FaultRollForward+"/"+Type
 	// before each: an error there is a roll-forward the database refuses.
@@ -407,7 +411,8 @@ func (s *Store) dropStaleDecisions(ctx context.Context, tenant string, cutoff ti
 }
 
 // pendingTxns reports which transactions named by rows are still in the
-// journal: their rows are not (yet, or any more) part of history.
+// journal, or were rolled back while rows were read: their rows are not
+// (yet, or any more) part of history.
 func (s *Store) pendingTxns(ctx context.Context, tenant string, rows []*historyDoc) (map[string]bool, error) {
 	var ids []string
 	seen := map[string]bool{}
@@ -419,6 +424,9 @@ func (s *Store) pendingTxns(ctx context.Context, tenant string, rows []*historyD
 	}
 	if len(ids) == 0 {
 		return nil, nil
+	}
+	if err := s.fault(FaultReadJournal); err != nil {
+		return nil, err
 	}
 	cur, err := s.tenantDB(tenant).Collection(txnJournal).Find(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}},
 		&engine.FindOptions{Projection: bson.D{{Key: "_id", Value: 1}}})
@@ -435,5 +443,43 @@ func (s *Store) pendingTxns(ctx context.Context, tenant string, rows []*historyD
 	for _, o := range open {
 		pending[o.ID] = true
 	}
-	return pending, nil
+	return pending, s.undoneWhileRead(ctx, tenant, rows, pending)
+}
+
+// undoneWhileRead adds to pending the transactions of rows that are gone from
+// history after their journal entry was found gone: rows read before a
+// roll-back deleted them, whose entry the roll-back then cleared before
+// the journal was read. A roll-back deletes its rows before its entry, so
+// a row still there once the entry is gone was committed.
+func (s *Store) undoneWhileRead(ctx context.Context, tenant string, rows []*historyDoc, pending map[string]bool) error {
+	var keys []string
+	for _, h := range rows {
+		if h.Txn != "" && !pending[h.Txn] {
+			keys = append(keys, h.Key)
+		}
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	cur, err := s.tenantDB(tenant).Collection(historyCollection).Find(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: keys}}}},
+		&engine.FindOptions{Projection: bson.D{{Key: "_id", Value: 1}}})
+	if err != nil {
+		return dbError("read history rows again", err)
+	}
+	var there []struct {
+		Key string `bson:"_id"`
+	}
+	if err := engine.All(ctx, cur, &there); err != nil {
+		return dbError("read history rows again", err)
+	}
+	kept := make(map[string]bool, len(there))
+	for _, t := range there {
+		kept[t.Key] = true
+	}
+	for _, h := range rows {
+		if h.Txn != "" && !pending[h.Txn] && !kept[h.Key] {
+			pending[h.Txn] = true
+		}
+	}
+	return nil
 }

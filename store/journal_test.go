@@ -238,3 +238,45 @@ func TestTransactionFaultPoints(t *testing.T) {
 		})
 	}
 }
+
+// TestRollBackDuringReadHidesTheRows: a reader that read a transaction's
+// history rows, then found its journal entry gone because a roll-back
+// finished in between, must not show those rows: they were deleted. Here
+// the transaction stops before its commit point, and recovery rolls it
+// back just as a read of one of its versions checks the journal.
+func TestRollBackDuringReadHidesTheRows(t *testing.T) {
+	ctx := context.Background()
+	var crash, race atomic.Bool
+	var st *store.Store
+	var tenant string
+	opts := db.Options()
+	opts.Fault = func(point string) error {
+		switch {
+		case point == store.FaultDecide && crash.Load():
+			return errors.New("simulated crash")
+		case point == store.FaultReadJournal && race.CompareAndSwap(true, false):
+			if _, err := st.RecoverTenant(ctx, tenant, 0); err != nil {
+				t.Errorf("recover during the read: %v", err)
+			}
+		}
+		return nil
+	}
+	st = db.Open(t, opts)
+	tenant = db.Tenant(t, st)
+	seedLedger(t, st, tenant)
+	crash.Store(true)
+	if _, err := st.Transaction(ctx, tenant, crashOps("T1")); err == nil {
+		t.Fatal("the transaction succeeded through a crash")
+	}
+	crash.Store(false)
+	race.Store(true)
+	if r, err := st.VRead(ctx, tenant, "Patient", "ledger", "2"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("a version rolled back during its read is shown: %s (%v)", r.JSON, err)
+	}
+	if race.Load() {
+		t.Fatal("the read did not check the journal")
+	}
+	if r, err := st.Read(ctx, tenant, "Patient", "ledger"); err != nil || r.VersionID != 1 {
+		t.Fatalf("after the roll-back the ledger is %v, %v; want version 1", r, err)
+	}
+}

@@ -3,6 +3,7 @@ package subscription
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -143,6 +144,14 @@ func (w *worker) deliver(ctx context.Context, sp *spec, n *store.Notification) b
 	}
 	if ctx.Err() != nil {
 		return false
+	}
+	if errors.Is(err, store.ErrNotFound) {
+		// The version was undone after it was queued (an operator
+		// abandoned its transaction): there is nothing to announce, and
+		// waiting for it would hold up the whole queue.
+		e.log.Warn("notification dropped: its version no longer exists", zap.String("tenant", w.tenant),
+			zap.String("subscription", w.id), zap.String("key", n.Key), zap.Error(err))
+		return true
 	}
 	e.stats.failed(w.tenant)
 	n.Attempts++

@@ -263,6 +263,42 @@ func TestRestartDeliversEveryPendingNotificationInOrder(t *testing.T) {
 	}
 }
 
+// TestNotificationOfAVersionNoLongerThereIsDropped: a queued notification
+// whose version was undone after it was queued (an operator abandoned its
+// transaction) cannot be delivered; it is dropped rather than holding up
+// the subscription's queue, and the changes after it go out.
+func TestNotificationOfAVersionNoLongerThereIsDropped(t *testing.T) {
+	e := newEnv(t, func(c *subscription.Config) { c.Attempts = 1000 })
+	rcv := newReceiver(t)
+	sub := e.subscribe("Observation?code=13-13", rcv.url("/hook"), subscription.PayloadJSON)
+	e.eng.Close()
+	gone := &store.Notification{Key: sub + "|Observation/undone/1", Subscription: sub, Type: "Observation", ID: "undone", VID: 1,
+		Method: "POST", At: time.Now().Add(-time.Minute).UTC()}
+	if err := e.store.QueueNotifications(context.Background(), e.tenant, []*store.Notification{gone}, nil); err != nil {
+		t.Fatal(err)
+	}
+	e.start()
+	a := e.create("Observation", obs("13-13", ""))
+	got := rcv.wait(t, "the change after the undone version", func(d []delivery) bool { return len(d) >= 1 })
+	if v := versions(t, got); len(v) != 1 || v[0] != a+"/1" {
+		t.Fatalf("delivered %v, want only %s/1", v, a)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		queued, _, err := e.store.PendingNotifications(context.Background(), e.tenant)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if queued == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d notifications still queued", queued)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 func TestCommittedTransactionInterruptedByACrashIsStillAnnounced(t *testing.T) {
 	e := newEnv(t)
 	rcv := newReceiver(t)
