@@ -320,16 +320,130 @@ func (s *Store) MatchChanges(ctx context.Context, tenant, typ string, queries []
 	if !anyMayMatch(queries, idxOf) {
 		return out, nil // no query can find anything: no need to search
 	}
-	matched, err := s.matchLive(ctx, tenant, typ, queries, docs, idxOf)
+	var searched []*search.Query
+	var at []int // position in queries of each of searched
+	for i, q := range queries {
+		if ids, ok := matchInMemory(q, docs); ok {
+			for _, id := range ids {
+				out[i][keyOf[id]] = true
+			}
+			continue
+		}
+		searched, at = append(searched, q), append(at, i)
+	}
+	if len(searched) == 0 {
+		return out, nil
+	}
+	matched, err := s.matchLive(ctx, tenant, typ, searched, docs, idxOf)
 	if err != nil {
 		return nil, err
 	}
-	for i, ids := range matched {
+	for j, ids := range matched {
 		for id := range ids {
-			out[i][keyOf[id]] = true
+			out[at[j]][keyOf[id]] = true
 		}
 	}
 	return out, nil
+}
+
+// matchInMemory decides q on the index values of docs without a search,
+// when every condition of q is an equality or $in of strings on an idx
+// field that each doc holds as a string or an array of strings (a token
+// or reference criterion, the usual subscription): the search would
+// answer exactly that. ok is false when any part needs the database.
+func matchInMemory(q *search.Query, docs []*storedDoc) (ids []string, ok bool) {
+	if len(q.Has) > 0 || len(q.Chains) > 0 || q.PostFilter != nil || len(q.Conditions) == 0 {
+		return nil, false
+	}
+	for _, d := range docs {
+		match, decided := exactMatch(q.Filter(), d.Idx)
+		if !decided {
+			return nil, false
+		}
+		if match {
+			ids = append(ids, d.ID)
+		}
+	}
+	return ids, true
+}
+
+// exactMatch evaluates filter on a version's index values when it is a
+// conjunction of string equalities and $in on idx fields; decided is
+// false for any other condition or any value it cannot compare exactly.
+func exactMatch(filter bson.D, idx bson.Raw) (match, decided bool) {
+	match = true
+	for _, e := range filter {
+		switch {
+		case e.Key == "$and":
+			conds, ok := e.Value.(bson.A)
+			if !ok {
+				return false, false
+			}
+			for _, c := range conds {
+				d, ok := c.(bson.D)
+				if !ok {
+					return false, false
+				}
+				m, dec := exactMatch(d, idx)
+				if !dec {
+					return false, false
+				}
+				match = match && m
+			}
+		case strings.HasPrefix(e.Key, "idx."):
+			want, ok := equalities(e.Value)
+			if !ok {
+				return false, false
+			}
+			m, dec := holds(bson.RawValue{Type: bson.TypeEmbeddedDocument, Value: idx}, strings.Split(strings.TrimPrefix(e.Key, "idx."), "."), want)
+			if !dec {
+				return false, false
+			}
+			match = match && m
+		default:
+			return false, false
+		}
+	}
+	return match, true
+}
+
+// holds tells whether the value at path under v equals one of want, as
+// MongoDB compares (an array element by element), when that is certain: a
+// missing path, a string, or an array of scalars. Paths through arrays
+// and documents at the end are left undecided.
+func holds(v bson.RawValue, path []string, want []string) (match, decided bool) {
+	for _, key := range path {
+		if v.Type == bson.TypeArray {
+			return false, false
+		}
+		doc, ok := v.DocumentOK()
+		if !ok {
+			return false, true // a scalar has no fields: nothing there
+		}
+		if v = doc.Lookup(key); v.Type == 0 {
+			return false, true
+		}
+	}
+	if s, ok := v.StringValueOK(); ok {
+		return slices.Contains(want, s), true
+	}
+	arr, ok := v.ArrayOK()
+	if !ok {
+		return false, v.Type != bson.TypeEmbeddedDocument
+	}
+	vals, err := arr.Values()
+	if err != nil {
+		return false, false
+	}
+	for _, x := range vals {
+		if x.Type == bson.TypeArray || x.Type == bson.TypeEmbeddedDocument {
+			return false, false
+		}
+		if s, ok := x.StringValueOK(); ok && slices.Contains(want, s) {
+			match = true
+		}
+	}
+	return match, true
 }
 
 // matchLive runs the queries against the versions that are still the
