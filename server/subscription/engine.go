@@ -52,7 +52,9 @@ type Config struct {
 	Lease time.Duration
 	// Exclusive declares that no other server uses the database (the
 	// embedded engine): the engine then dispatches every tenant without
-	// leases, and a restart after a crash need not wait for the old ones.
+	// leases, activates subscriptions at once (shared, two Polls after
+	// it sees them, once every server records their changes), and a
+	// restart after a crash need not wait for the old leases.
 	Exclusive bool
 	// Logger receives delivery diagnostics.
 	Logger *zap.Logger
@@ -93,6 +95,11 @@ type tenant struct {
 	// when the subscriptions were last read.
 	held            atomic.Bool
 	claimed, loaded time.Time
+	// reloadNow asks the matcher to read the subscriptions at its next
+	// wake-up; requested are when this engine first saw each requested
+	// subscription version it is to activate (under Engine.mu).
+	reloadNow atomic.Bool
+	requested map[string]time.Time
 }
 
 // Start loads every tenant's subscriptions, attaches the engine to the
@@ -200,8 +207,8 @@ func (e *Engine) Interest(tenantName, typ string) ([]*search.Query, bool) {
 	now := e.cfg.Now()
 	var queries []*search.Query
 	for _, s := range t.subs {
-		if s.typ == typ && s.deliverable(now) {
-			queries = append(queries, s.query)
+		if s.typ == typ && (s.deliverable(now) || s.status == StatusRequested) {
+			queries = append(queries, s.query) // a requested one is about to be active
 		}
 	}
 	return queries, false
@@ -229,7 +236,7 @@ func (e *Engine) tenant(name string) *tenant {
 	if t = e.tenants[name]; t != nil {
 		return t
 	}
-	t = &tenant{name: name, wake: make(chan struct{}, 1), subs: map[string]*spec{}, workers: map[string]*worker{}}
+	t = &tenant{name: name, wake: make(chan struct{}, 1), subs: map[string]*spec{}, workers: map[string]*worker{}, requested: map[string]time.Time{}}
 	e.tenants[name] = t
 	if e.ctx.Err() == nil {
 		e.wg.Add(1)
@@ -296,7 +303,7 @@ func (e *Engine) claim(ctx context.Context, t *tenant) bool {
 // which must know them to record the changes their writes make, every Poll.
 func (e *Engine) reload(ctx context.Context, t *tenant, every time.Duration) {
 	now := time.Now()
-	if now.Sub(t.loaded) < every {
+	if now.Sub(t.loaded) < every && !t.reloadNow.Swap(false) {
 		return
 	}
 	if err := e.load(ctx, t.name); err != nil {
@@ -378,6 +385,10 @@ func (e *Engine) update(ctx context.Context, tenantName string, r *store.Resourc
 	sp, issues := e.check.parse(r.JSON)
 	dispatcher := e.tenant(tenantName).held.Load() // only it writes statuses
 	if sp == nil || sp.status == StatusRequested {
+		if sp != nil && sp.query != nil && len(issues) == 0 {
+			sp.id, sp.version = r.ID, r.VersionID
+			e.put(tenantName, sp) // its changes are recorded from now on
+		}
 		if !dispatcher {
 			return nil
 		}

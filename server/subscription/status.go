@@ -9,6 +9,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -25,6 +26,9 @@ func (e *Engine) activate(ctx context.Context, tenantName string, r *store.Resou
 			reason = issues[0].Diagnostics
 		}
 	} else {
+		if wait := e.announce(tenantName, r); wait > 0 {
+			return nil // activated once every server records its changes
+		}
 		// Known as active before a client can read it so: writes that
 		// follow the client's read of the active status are announced.
 		sp.id, sp.version, sp.status = r.ID, r.VersionID+1, StatusActive
@@ -35,6 +39,42 @@ func (e *Engine) activate(ctx context.Context, tenantName string, r *store.Resou
 		return err
 	}
 	return e.update(ctx, tenantName, written)
+}
+
+// announce tells how long activating requested version r must wait: on a
+// database other servers share, they record only the changes of the
+// subscriptions they know, and they read them every Poll, so r turns
+// active two Polls after this engine first saw it (the matcher reads the
+// subscriptions again then). An engine that owns its database activates
+// at once.
+func (e *Engine) announce(tenantName string, r *store.Resource) time.Duration {
+	if e.cfg.Exclusive {
+		return 0
+	}
+	t := e.tenant(tenantName)
+	key := r.ID + "/" + strconv.Itoa(r.VersionID)
+	now := time.Now()
+	e.mu.Lock()
+	first, seen := t.requested[key]
+	if !seen {
+		first = now
+		t.requested[key] = now
+	}
+	e.mu.Unlock()
+	wait := first.Add(2 * e.cfg.Poll).Sub(now)
+	if wait <= 0 {
+		e.mu.Lock()
+		delete(t.requested, key)
+		e.mu.Unlock()
+		return 0
+	}
+	if !seen {
+		time.AfterFunc(wait+10*time.Millisecond, func() { // past the wait when it runs
+			t.reloadNow.Store(true)
+			e.Recorded(tenantName)
+		})
+	}
+	return wait
 }
 
 // setError puts a subscription in error with reason, unless it changed

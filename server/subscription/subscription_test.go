@@ -550,6 +550,31 @@ func TestASlowEndpointDelaysNeitherWritesNorOtherSubscriptions(t *testing.T) {
 	}
 }
 
+// TestAnotherServerAnnouncesWritesRightAfterActivation: with two servers
+// on one database, a write made through the server that does not
+// dispatch, right after the subscription reads as active, is announced:
+// a subscription turns active only once every server records its changes.
+func TestAnotherServerAnnouncesWritesRightAfterActivation(t *testing.T) {
+	e := newEnv(t, func(c *subscription.Config) { c.Poll = 300 * time.Millisecond })
+	rcv := newReceiver(t)
+	other := db.Open(t, e.opts)
+	cfg := e.cfg
+	cfg.Store = other
+	second, err := subscription.Start(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(second.Close)
+	for i := range 3 {
+		code := fmt.Sprintf("19-%d", i)
+		e.subscribe("Observation?code="+code, rcv.url("/hook"), "")
+		if _, err := other.Create(context.Background(), e.tenant, "Observation", []byte(obs(code, "")), store.WriteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		rcv.wait(t, "the notification of a write through the other server", func(d []delivery) bool { return len(d) == i+1 })
+	}
+}
+
 func TestOneOfSeveralServersDeliversEachTenant(t *testing.T) {
 	e := newEnv(t)
 	rcv := newReceiver(t)
