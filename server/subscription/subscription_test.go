@@ -550,6 +550,21 @@ func TestASlowEndpointDelaysNeitherWritesNorOtherSubscriptions(t *testing.T) {
 	}
 }
 
+// secondServer starts a second server on the env's database: its own
+// store and subscription engine, with the env's settings.
+func (e *env) secondServer() (*store.Store, *subscription.Engine) {
+	e.t.Helper()
+	other := db.Open(e.t, e.opts)
+	cfg := e.cfg
+	cfg.Store = other
+	second, err := subscription.Start(context.Background(), cfg)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(second.Close)
+	return other, second
+}
+
 // TestAnotherServerAnnouncesWritesRightAfterActivation: with two servers
 // on one database, a write made through the server that does not
 // dispatch, right after the subscription reads as active, is announced:
@@ -557,14 +572,7 @@ func TestASlowEndpointDelaysNeitherWritesNorOtherSubscriptions(t *testing.T) {
 func TestAnotherServerAnnouncesWritesRightAfterActivation(t *testing.T) {
 	e := newEnv(t, func(c *subscription.Config) { c.Poll = 300 * time.Millisecond })
 	rcv := newReceiver(t)
-	other := db.Open(t, e.opts)
-	cfg := e.cfg
-	cfg.Store = other
-	second, err := subscription.Start(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(second.Close)
+	other, _ := e.secondServer()
 	for i := range 3 {
 		code := fmt.Sprintf("19-%d", i)
 		e.subscribe("Observation?code="+code, rcv.url("/hook"), "")
@@ -578,15 +586,7 @@ func TestAnotherServerAnnouncesWritesRightAfterActivation(t *testing.T) {
 func TestOneOfSeveralServersDeliversEachTenant(t *testing.T) {
 	e := newEnv(t)
 	rcv := newReceiver(t)
-	// A second server on the same database: its own store and engine.
-	other := db.Open(t, e.opts)
-	cfg := e.cfg
-	cfg.Store = other
-	second, err := subscription.Start(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(second.Close)
+	other, second := e.secondServer()
 	e.subscribe("Observation?code=18-18", rcv.url("/hook"), subscription.PayloadJSON)
 	var ids []string
 	for range 5 {
