@@ -10,9 +10,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -433,6 +435,7 @@ func (e *Engine) remove(ctx context.Context, tenantName, id string) {
 	t := e.tenant(tenantName)
 	e.mu.Lock()
 	delete(t.subs, id)
+	maps.DeleteFunc(t.requested, func(key string, _ time.Time) bool { return strings.HasPrefix(key, id+"/") })
 	w := t.workers[id]
 	e.mu.Unlock()
 	if w != nil {
