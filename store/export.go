@@ -71,11 +71,22 @@ func (s *Store) Snapshot(ctx context.Context, tenant string, q SnapshotQuery, fn
 	// time, while this one renders and calls fn: the two halves of the
 	// work take about as long each.
 	full, free := make(chan *snapshotBatch, snapshotBatches-1), make(chan *snapshotBatch, snapshotBatches)
-	for range snapshotBatches {
-		free <- &snapshotBatch{}
+	batches := make([]*snapshotBatch, snapshotBatches)
+	for i := range batches {
+		b, _ := s.batches.Get().(*snapshotBatch)
+		if b == nil {
+			b = &snapshotBatch{}
+		}
+		batches[i] = b
+		free <- b
 	}
 	read := make(chan error, 1)
 	go func() { read <- readSnapshot(rctx, cur, q, post, free, full) }()
+	defer func() { // every return below has waited for the reader
+		for _, b := range batches {
+			s.batches.Put(b)
+		}
+	}()
 	var buf bytes.Buffer
 	for b := range full {
 		for i := range b.rows {

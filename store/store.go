@@ -163,6 +163,9 @@ type Store struct {
 	// writes are the writes under way in this process (Snapshot waits
 	// for those stamped up to its point in time).
 	writes inflight
+	// batches are Snapshot's row batches, kept with their buffers grown
+	// from one snapshot to the next.
+	batches sync.Pool
 }
 
 // Open returns a store on eng, which it owns from then on (Close closes

@@ -53,9 +53,8 @@ func (w *fileWriter) write(line []byte, id string) (full bool, err error) {
 	return w.bytes >= w.max, nil
 }
 
-// close ends the current file: flushed and closed, still under its .part
-// name (finalize makes it durable and names it). It returns nil when no
-// file is open.
+// close ends the current file: flushed, synced and closed, still under
+// its .part name (finalize names it). It returns nil when no file is open.
 func (w *fileWriter) close() (*File, error) {
 	if w.f == nil {
 		return nil, nil
@@ -63,6 +62,9 @@ func (w *fileWriter) close() (*File, error) {
 	f := w.f
 	w.f = nil
 	err := w.buf.Flush()
+	if err == nil {
+		err = f.Sync() // here, while other workers go on, not at the checkpoint
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -74,24 +76,10 @@ func (w *fileWriter) close() (*File, error) {
 	return &File{Type: w.typ, Name: name, Count: w.count}, nil
 }
 
-// finalize syncs the .part files of files (at once: the file system
-// commits them together), renames each to its final name and syncs the
-// directory, so that the names survive a crash as well.
+// finalize names the .part files of files, which their writers synced
+// as they closed them, with their final names and syncs the directory, so
+// that the names survive a crash as well.
 func finalize(dir string, files []File) error {
-	errs := make(chan error, len(files))
-	sem := make(chan struct{}, 8)
-	for _, f := range files {
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem }()
-			errs <- syncFile(filepath.Join(dir, f.Name+partSuffix))
-		}()
-	}
-	for range files {
-		if err := <-errs; err != nil {
-			return err
-		}
-	}
 	for _, f := range files {
 		if err := os.Rename(filepath.Join(dir, f.Name+partSuffix), filepath.Join(dir, f.Name)); err != nil {
 			return fmt.Errorf("finish export file: %w", err)
