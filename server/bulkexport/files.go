@@ -53,33 +53,48 @@ func (w *fileWriter) write(line []byte, id string) (full bool, err error) {
 	return w.bytes >= w.max, nil
 }
 
-// close ends the current file: flushed, synced and closed, still under
-// its .part name (finalize names it). It returns nil when no file is open.
+// close ends the current file: flushed, then synced and closed in the
+// background while the export goes on (File.synced tells when), still
+// under its .part name (finalize names it). It returns nil when no file
+// is open.
 func (w *fileWriter) close() (*File, error) {
 	if w.f == nil {
 		return nil, nil
 	}
 	f := w.f
 	w.f = nil
-	err := w.buf.Flush()
-	if err == nil {
-		err = f.Sync() // here, while other workers go on, not at the checkpoint
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	if err := w.buf.Flush(); err != nil {
+		_ = f.Close()
 		return nil, fmt.Errorf("finish export file: %w", err)
 	}
+	synced := make(chan error, 1)
+	go func() {
+		err := f.Sync()
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		synced <- err
+	}()
 	name := w.name()
 	w.part++
-	return &File{Type: w.typ, Name: name, Count: w.count}, nil
+	return &File{Type: w.typ, Name: name, Count: w.count, synced: synced}, nil
 }
 
-// finalize names the .part files of files, which their writers synced
-// as they closed them, with their final names and syncs the directory, so
-// that the names survive a crash as well.
+// finalize waits until the .part files of files are synced, names them
+// with their final names and syncs the directory, so that the names
+// survive a crash as well.
 func finalize(dir string, files []File) error {
+	for _, f := range files {
+		var err error
+		if f.synced != nil {
+			err = <-f.synced
+		} else {
+			err = syncFile(filepath.Join(dir, f.Name+partSuffix))
+		}
+		if err != nil {
+			return fmt.Errorf("finish export file %s: %w", f.Name, err)
+		}
+	}
 	for _, f := range files {
 		if err := os.Rename(filepath.Join(dir, f.Name+partSuffix), filepath.Join(dir, f.Name)); err != nil {
 			return fmt.Errorf("finish export file: %w", err)

@@ -75,6 +75,8 @@ type File struct {
 	Type  string `bson:"type"`
 	Name  string `bson:"name"`
 	Count int64  `bson:"count"`
+	// synced delivers the outcome of syncing a file just written (finalize).
+	synced <-chan error
 }
 
 // Cursor is where a job stands: the types before Type are done, the
