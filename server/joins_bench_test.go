@@ -75,26 +75,7 @@ func seedJoinsBench(b *testing.B, e *env, n int) *joinsBenchData {
 		}
 		d.urls[id] = joinsBenchQuestionnaireURL(k)
 	}
-	parallel := func(from int, fn func(i int) error) {
-		const writers = 4
-		errs := make(chan error, writers)
-		for w := 0; w < writers; w++ {
-			go func() {
-				for i := from + w; i < n; i += writers {
-					if err := fn(i); err != nil {
-						errs <- err
-						return
-					}
-				}
-				errs <- nil
-			}()
-		}
-		for w := 0; w < writers; w++ {
-			if err := <-errs; err != nil {
-				b.Fatal(err)
-			}
-		}
-	}
+	parallel := func(from int, fn func(i int) error) { seedParallel(b, from, n, fn) }
 	patient := func(i int) error {
 		body, _ := benchSearchPatient(i)
 		id, err := create("Patient", body)

@@ -40,13 +40,8 @@ func (s *Server) lastn(c *gin.Context, typ string) {
 		s.abort(c, fail(http.StatusNotFound, "not-supported", "$lastn is an operation of Observation, not of "+typ, ""))
 		return
 	}
-	if s.cfg.Registry == nil {
-		s.notSupported(c, "search is not configured")
-		return
-	}
-	params, err := s.searchParams(c)
-	if err != nil {
-		s.abort(c, err)
+	params, ok := s.searchRequest(c)
+	if !ok {
 		return
 	}
 	max := 1

@@ -22,13 +22,8 @@ import (
 // searchType serves GET [type]?params and POST [type]/_search (params in a
 // form body, merged with the URL's).
 func (s *Server) searchType(c *gin.Context, typ string) {
-	params, err := s.searchParams(c)
-	if err != nil {
-		s.abort(c, err)
-		return
-	}
-	if s.cfg.Registry == nil {
-		s.notSupported(c, "search is not configured")
+	params, ok := s.searchRequest(c)
+	if !ok {
 		return
 	}
 	q, page, err := s.runSearch(c, typ, params, search.ParseOptions{Strict: prefer(c, "handling") == "strict"})
@@ -101,6 +96,21 @@ func hasReverseChain(params url.Values) bool {
 		}
 	}
 	return false
+}
+
+// searchRequest reads a search's parameters, answering the request itself
+// (and reporting false) when they are bad or search is not configured.
+func (s *Server) searchRequest(c *gin.Context) (url.Values, bool) {
+	params, err := s.searchParams(c)
+	if err != nil {
+		s.abort(c, err)
+		return nil, false
+	}
+	if s.cfg.Registry == nil {
+		s.notSupported(c, "search is not configured")
+		return nil, false
+	}
+	return params, true
 }
 
 // searchParams are the URL's parameters plus, for POST _search, the form body's.

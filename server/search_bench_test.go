@@ -88,24 +88,7 @@ func seedSearchPatients(b *testing.B, e *env, n int) []searchBenchCase {
 	if err := create(0); err != nil {
 		b.Fatal(err)
 	}
-	const writers = 4
-	errs := make(chan error, writers)
-	for w := 0; w < writers; w++ {
-		go func() {
-			for i := 1 + w; i < n; i += writers {
-				if err := create(i); err != nil {
-					errs <- err
-					return
-				}
-			}
-			errs <- nil
-		}()
-	}
-	for w := 0; w < writers; w++ {
-		if err := <-errs; err != nil {
-			b.Fatal(err)
-		}
-	}
+	seedParallel(b, 1, n, create)
 	since := time.Date(2015, 1, 1, 0, 0, 0, 0, time.UTC)
 	recent := 0
 	for i := 0; i < n; i++ {
@@ -367,4 +350,28 @@ func rowIDs(rows []*rawSearchRow, page int) []string {
 		ids = append(ids, r.ID)
 	}
 	return ids
+}
+
+// seedParallel calls fn for every i from from to n-1, from 4 goroutines
+// (the way concurrent clients write), failing b on the first error.
+func seedParallel(b *testing.B, from, n int, fn func(i int) error) {
+	b.Helper()
+	const writers = 4
+	errs := make(chan error, writers)
+	for w := 0; w < writers; w++ {
+		go func() {
+			for i := from + w; i < n; i += writers {
+				if err := fn(i); err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for w := 0; w < writers; w++ {
+		if err := <-errs; err != nil {
+			b.Fatal(err)
+		}
+	}
 }

@@ -34,13 +34,8 @@ var systemSorts = []string{"_lastUpdated", "_id"}
 // across the types the caller may search (or those of _type), merged into
 // one searchset (see store.SearchSystem).
 func (s *Server) searchSystem(c *gin.Context) {
-	params, err := s.searchParams(c)
-	if err != nil {
-		s.abort(c, err)
-		return
-	}
-	if s.cfg.Registry == nil {
-		s.notSupported(c, "search is not configured")
+	params, ok := s.searchRequest(c)
+	if !ok {
 		return
 	}
 	opts := search.ParseOptions{Strict: prefer(c, "handling") == "strict"}

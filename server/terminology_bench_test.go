@@ -53,24 +53,7 @@ func seedBenchConditions(b *testing.B, e *env, n int) {
 	if err := create(0); err != nil {
 		b.Fatal(err)
 	}
-	const writers = 4
-	errs := make(chan error, writers)
-	for w := 0; w < writers; w++ {
-		go func() {
-			for i := 1 + w; i < n; i += writers {
-				if err := create(i); err != nil {
-					errs <- err
-					return
-				}
-			}
-			errs <- nil
-		}()
-	}
-	for w := 0; w < writers; w++ {
-		if err := <-errs; err != nil {
-			b.Fatal(err)
-		}
-	}
+	seedParallel(b, 1, n, create)
 }
 
 // groupCodes is the token list naming group g0 and its ten codes.

@@ -1,15 +1,12 @@
 package store_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -89,43 +86,7 @@ func TestCrashRecoveryAfterSIGKILL(t *testing.T) {
 // SIGKILL.
 func killChild(t *testing.T, dir, run, tenant string, delay time.Duration) {
 	t.Helper()
-	child := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
-	child.Env = append(os.Environ(), crashDirEnv+"="+dir, crashRunEnv+"="+run, crashTenantEnv+"="+tenant)
-	out, err := child.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := child.Start(); err != nil {
-		t.Fatal(err)
-	}
-	ready := make(chan bool, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if strings.TrimSpace(sc.Text()) == "ready" {
-				ready <- true
-				break
-			}
-		}
-		ready <- false
-		for sc.Scan() { // keep draining so the child never blocks on stdout
-		}
-	}()
-	select {
-	case ok := <-ready:
-		if !ok {
-			_ = child.Wait()
-			t.Fatal("the crash child exited before it was ready")
-		}
-	case <-time.After(2 * time.Minute):
-		_ = child.Process.Kill()
-		t.Fatal("the crash child did not get ready")
-	}
-	time.Sleep(delay)
-	if err := child.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	_ = child.Wait()
+	storetest.KillChild(t, "TestCrashChild", []string{crashDirEnv + "=" + dir, crashRunEnv + "=" + run, crashTenantEnv + "=" + tenant}, delay)
 }
 
 // recoverAndCheck opens the killed child's database, recovers and checks

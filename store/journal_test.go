@@ -14,6 +14,7 @@ import (
 
 	"fhirstore/search"
 	"fhirstore/store"
+	"fhirstore/store/storetest"
 )
 
 // crashOps is one transaction of the crash tests: it moves Patient/ledger
@@ -132,18 +133,7 @@ func searchAll(t *testing.T, st *store.Store, tenant, typ string, params url.Val
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []*store.Resource
-	for {
-		page, err := st.Search(context.Background(), tenant, q)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, page.Entries...)
-		if page.Next == "" {
-			return out
-		}
-		q.Cursor = page.Next
-	}
+	return storetest.SearchAll(t, st, tenant, q)
 }
 
 // committedTags checks that every transaction is wholly there or wholly

@@ -610,22 +610,7 @@ func (s *Store) probe(ctx context.Context, tenant string, coll engine.Collection
 		return nil, err
 	}
 	filter = bson.D{{Key: "$and", Value: bson.A{filter, only}}}
-	cur, err := coll.Find(ctx, filter, &engine.FindOptions{Projection: bson.D{{Key: "_id", Value: 1}, {Key: "idx", Value: 1}}})
-	if err != nil {
-		return nil, dbError("match subscription criteria", err)
-	}
-	defer cur.Close(ctx)
-	var ids []string
-	for cur.Next(ctx) {
-		idx, _ := cur.Current().Lookup("idx").DocumentOK()
-		if q.PostFilter != nil && !q.PostFilter(idx) {
-			continue
-		}
-		if id, ok := cur.Current().Lookup("_id").StringValueOK(); ok {
-			ids = append(ids, id)
-		}
-	}
-	return ids, dbError("match subscription criteria", cur.Err())
+	return idsMatching(ctx, coll, filter, q.PostFilter, "match subscription criteria")
 }
 
 func anyMayMatch(queries []*search.Query, idxOf map[string]bson.Raw) bool {

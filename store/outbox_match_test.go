@@ -11,6 +11,7 @@ import (
 
 	"fhirstore/search"
 	"fhirstore/store"
+	"fhirstore/store/storetest"
 )
 
 // TestMatchChangesAgreesWithSearch: over every official Observation
@@ -87,18 +88,8 @@ func TestMatchChangesAgreesWithSearch(t *testing.T) {
 	nonEmpty := 0
 	for i, c := range criteria {
 		var want []string
-		for q := parse(c); ; {
-			page, err := st.Search(ctx, tenant, q)
-			if err != nil {
-				t.Fatalf("%s: %v", c, err)
-			}
-			for _, r := range page.Entries {
-				want = append(want, "Observation/"+r.ID)
-			}
-			if page.Next == "" {
-				break
-			}
-			q.Cursor = page.Next
+		for _, r := range storetest.SearchAll(t, st, tenant, parse(c)) {
+			want = append(want, "Observation/"+r.ID)
 		}
 		var have []string
 		for k := range got[i] {

@@ -196,23 +196,28 @@ func (s *Store) matchingIDs(ctx context.Context, tenant string, q *search.Query)
 	if err != nil {
 		return nil, err
 	}
-	opts := &engine.FindOptions{Projection: bson.D{{Key: "_id", Value: 1}, {Key: "idx", Value: 1}}}
-	cur, err := s.tenantDB(tenant).Collection(q.Type).Find(ctx, filter, opts)
+	return idsMatching(ctx, s.tenantDB(tenant).Collection(q.Type), filter, q.PostFilter, "search chain "+q.Type)
+}
+
+// idsMatching returns the ids of the rows of coll that match filter and
+// pass post (when set); what names the search in errors.
+func idsMatching(ctx context.Context, coll engine.Collection, filter bson.D, post func(bson.Raw) bool, what string) ([]string, error) {
+	cur, err := coll.Find(ctx, filter, &engine.FindOptions{Projection: bson.D{{Key: "_id", Value: 1}, {Key: "idx", Value: 1}}})
 	if err != nil {
-		return nil, dbError("search chain "+q.Type, err)
+		return nil, dbError(what, err)
 	}
 	defer cur.Close(ctx)
 	ids := []string{}
 	for cur.Next(ctx) {
 		idx, _ := cur.Current().Lookup("idx").DocumentOK()
-		if q.PostFilter != nil && !q.PostFilter(idx) {
+		if post != nil && !post(idx) {
 			continue
 		}
 		if id, ok := cur.Current().Lookup("_id").StringValueOK(); ok {
 			ids = append(ids, id)
 		}
 	}
-	return ids, dbError("search chain "+q.Type, cur.Err())
+	return ids, dbError(what, cur.Err())
 }
 
 // referencedIDs runs a _has query and returns the ids of typ its matches

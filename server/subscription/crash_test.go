@@ -1,14 +1,12 @@
 package subscription_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net/url"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -118,18 +116,7 @@ func crashSearch(t testing.TB, st *store.Store, reg *search.Registry, typ, query
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []*store.Resource
-	for {
-		page, err := st.Search(context.Background(), crashTenant, q)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, page.Entries...)
-		if page.Next == "" {
-			return out
-		}
-		q.Cursor = page.Next
-	}
+	return storetest.SearchAll(t, st, crashTenant, q)
 }
 
 // TestNotificationsSurviveSIGKILL kills a process that writes resources a
@@ -155,20 +142,7 @@ func TestNotificationsSurviveSIGKILL(t *testing.T) {
 	}
 	st, _, stop := crashStore(t, dir, run, time.Second)
 	defer stop()
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		queued, unmatched, err := st.PendingNotifications(context.Background(), crashTenant)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if queued+unmatched == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("still %d queued and %d unmatched after 2 minutes", queued, unmatched)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	awaitDrained(t, st, crashTenant, 2*time.Minute)
 	checkCrashDeliveries(t, crashSearch(t, st, db.Registry(), "Observation", "code="+crashCode), rcv.deliveries())
 }
 
@@ -218,41 +192,5 @@ func checkCrashDeliveries(t *testing.T, current []*store.Resource, got []deliver
 // is ready and kills it with SIGKILL.
 func killSubscriptionChild(t *testing.T, dir, run, endpoint string, delay time.Duration) {
 	t.Helper()
-	child := exec.Command(os.Args[0], "-test.run=^TestSubscriptionCrashChild$", "-test.count=1")
-	child.Env = append(os.Environ(), crashDirEnv+"="+dir, crashRunEnv+"="+run, crashEndpointEnv+"="+endpoint)
-	out, err := child.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := child.Start(); err != nil {
-		t.Fatal(err)
-	}
-	ready := make(chan bool, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if strings.TrimSpace(sc.Text()) == "ready" {
-				ready <- true
-				break
-			}
-		}
-		ready <- false
-		for sc.Scan() { // keep draining so the child never blocks on stdout
-		}
-	}()
-	select {
-	case ok := <-ready:
-		if !ok {
-			_ = child.Wait()
-			t.Fatal("the crash child exited before it was ready")
-		}
-	case <-time.After(2 * time.Minute):
-		_ = child.Process.Kill()
-		t.Fatal("the crash child did not get ready")
-	}
-	time.Sleep(delay)
-	if err := child.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	_ = child.Wait()
+	storetest.KillChild(t, "TestSubscriptionCrashChild", []string{crashDirEnv + "=" + dir, crashRunEnv + "=" + run, crashEndpointEnv + "=" + endpoint}, delay)
 }

@@ -316,3 +316,23 @@ func testLogger() *zap.Logger {
 	l, _ := zap.NewDevelopment()
 	return l
 }
+
+// awaitDrained waits until the tenant has no notification queued and no
+// change left to match, failing after within.
+func awaitDrained(t testing.TB, st *store.Store, tenant string, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		queued, unmatched, err := st.PendingNotifications(context.Background(), tenant)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if queued+unmatched == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still %d queued and %d unmatched after %s", queued, unmatched, within)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

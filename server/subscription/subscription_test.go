@@ -283,20 +283,7 @@ func TestNotificationOfAVersionNoLongerThereIsDropped(t *testing.T) {
 	if v := versions(t, got); len(v) != 1 || v[0] != a+"/1" {
 		t.Fatalf("delivered %v, want only %s/1", v, a)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		queued, _, err := e.store.PendingNotifications(context.Background(), e.tenant)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if queued == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d notifications still queued", queued)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	awaitDrained(t, e.store, e.tenant, 10*time.Second)
 }
 
 func TestCommittedTransactionInterruptedByACrashIsStillAnnounced(t *testing.T) {

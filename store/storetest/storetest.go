@@ -198,3 +198,20 @@ func Run(m *testing.M, db **DB) {
 type keepOpen struct{ engine.Engine }
 
 func (keepOpen) Close(context.Context) error { return nil }
+
+// SearchAll pages through every match of q in tenant.
+func SearchAll(t testing.TB, st *store.Store, tenant string, q *search.Query) []*store.Resource {
+	t.Helper()
+	var out []*store.Resource
+	for {
+		page, err := st.Search(context.Background(), tenant, q)
+		if err != nil {
+			t.Fatalf("search %s: %v", q.Type, err)
+		}
+		out = append(out, page.Entries...)
+		if page.Next == "" {
+			return out
+		}
+		q.Cursor = page.Next
+	}
+}
