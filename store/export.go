@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"fhirstore/search"
 	"fhirstore/store/document"
@@ -103,6 +104,28 @@ func (s *Store) Snapshot(ctx context.Context, tenant string, q SnapshotQuery, fn
 	return dbError("export "+q.Type, <-read)
 }
 
+// SnapshotSize estimates how many bytes a snapshot of typ reads: its
+// current rows times the size of one of them (the first by id, which
+// for random ids is any). Exports start the largest types first.
+func (s *Store) SnapshotSize(ctx context.Context, tenant, typ string) (int64, error) {
+	if err := s.checkType(typ); err != nil {
+		return 0, err
+	}
+	coll := s.tenantDB(tenant).Collection(typ)
+	n, err := coll.Count(ctx, bson.D{})
+	if err != nil || n == 0 {
+		return 0, dbError("size of "+typ, err)
+	}
+	row, err := coll.FindOne(ctx, bson.D{}, &engine.FindOptions{Sort: bson.D{{Key: "_id", Value: 1}}, Projection: snapshotFields})
+	if errors.Is(err, engine.ErrNoDocuments) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, dbError("size of "+typ, err)
+	}
+	return n * int64(len(row)), nil
+}
+
 // snapshotFields are the fields of a current row a snapshot reads (and
 // idx when it filters on it): not the search and sort values, which are
 // most of a row.
@@ -148,7 +171,7 @@ func readSnapshot(ctx context.Context, cur engine.Cursor, q SnapshotQuery, post 
 			}
 			b.arena = append(b.arena, d.Resource...)
 			d.Resource, d.Idx = nil, nil
-			b.rows, b.ends = append(b.rows, *d), append(b.ends, len(b.arena))
+			b.rows, b.ends = append(b.rows, d), append(b.ends, len(b.arena))
 		}
 		if len(b.rows) == 0 {
 			return cur.Err()
@@ -163,13 +186,17 @@ func readSnapshot(ctx context.Context, cur engine.Cursor, q SnapshotQuery, post 
 
 // snapshotRow reads the fields a snapshot needs of a current row without
 // copying its resource: the row is only valid until the cursor moves.
-func snapshotRow(raw bson.Raw) (*storedDoc, error) {
-	d := &storedDoc{}
-	elems, err := raw.Elements()
-	if err != nil {
-		return nil, fmt.Errorf("decode row: %w", err)
+func snapshotRow(raw bson.Raw) (storedDoc, error) {
+	var d storedDoc
+	if len(raw) < 5 {
+		return d, errors.New("decode row: truncated document")
 	}
-	for _, e := range elems {
+	for rest := []byte(raw[4 : len(raw)-1]); len(rest) > 0; {
+		e, next, ok := bsoncore.ReadElement(rest)
+		if !ok {
+			return d, fmt.Errorf("decode row %s: malformed document", d.ID)
+		}
+		rest = next
 		v := e.Value()
 		switch e.Key() {
 		case "_id":
@@ -178,17 +205,24 @@ func snapshotRow(raw bson.Raw) (*storedDoc, error) {
 			n, _ := v.AsInt64OK()
 			d.VID = int(n)
 		case "lastUpdated":
-			d.LastUpdated, _ = v.TimeOK()
+			if ms, ok := v.DateTimeOK(); ok {
+				d.LastUpdated = time.UnixMilli(ms)
+			}
 		case "deleted":
 			d.Deleted, _ = v.BooleanOK()
 		case "resource":
-			d.Resource, _ = v.DocumentOK()
+			doc, _ := v.DocumentOK()
+			d.Resource = bson.Raw(doc)
 		case "numText":
-			if err := v.Unmarshal(&d.NumText); err != nil {
-				return nil, fmt.Errorf("decode row %s: %w", d.ID, err)
+			arr, _ := v.ArrayOK()
+			nums, err := document.ReadNumText(arr)
+			if err != nil {
+				return d, fmt.Errorf("decode row %s: %w", d.ID, err)
 			}
+			d.NumText = nums
 		case "idx":
-			d.Idx, _ = v.DocumentOK()
+			doc, _ := v.DocumentOK()
+			d.Idx = bson.Raw(doc)
 		}
 	}
 	return d, nil

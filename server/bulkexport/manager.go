@@ -31,6 +31,7 @@ const (
 // Store is what the jobs need of package store.
 type Store interface {
 	Snapshot(ctx context.Context, tenant string, q store.SnapshotQuery, fn func(*store.Resource) error) error
+	SnapshotSize(ctx context.Context, tenant, typ string) (int64, error)
 	PutExportJob(ctx context.Context, tenant, id string, job any) error
 	ExportJob(ctx context.Context, tenant, id string, out any) error
 	ExportJobs(ctx context.Context, tenant string, out any) error

@@ -1,12 +1,14 @@
 package bulkexport
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -115,27 +117,25 @@ func (r *run) export(ctx context.Context) error {
 	if err := r.exportTypes(ctx, queries); err != nil {
 		return err
 	}
-	r.pmu.Lock()
-	err = r.record(ctx)
-	r.pmu.Unlock()
-	if err != nil {
-		return err
-	}
 	if err := r.writeErrors(); err != nil {
 		return err
 	}
-	r.mu.Lock()
-	r.job.State, r.job.ExpiresAt = StateCompleted, r.m.now().Add(r.m.cfg.Expiry)
-	r.mu.Unlock()
-	return r.save(ctx)
+	r.pmu.Lock()
+	defer r.pmu.Unlock()
+	return r.record(ctx, true)
 }
 
 // exportTypes exports the types from the cursor on, Config.Workers of them
-// at a time, in order; the first error stops them all.
+// at a time, the largest first (so that no large type starts last and
+// runs alone); the first error stops them all.
 func (r *run) exportTypes(ctx context.Context, queries map[string][]*search.Query) error {
+	order, err := r.largestFirst(ctx)
+	if err != nil {
+		return err
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(r.m.cfg.Workers)
-	for i := r.cur.Type; i < len(r.job.Types); i++ {
+	for _, i := range order {
 		from := Cursor{Type: i, Part: 1}
 		if i == r.cur.Type {
 			from = r.cur
@@ -143,6 +143,28 @@ func (r *run) exportTypes(ctx context.Context, queries map[string][]*search.Quer
 		g.Go(func() error { return r.exportType(gctx, from, queries) })
 	}
 	return g.Wait()
+}
+
+// largestFirst orders the types from the cursor on by their estimated
+// size, largest first (in _type order with one worker, or one type).
+func (r *run) largestFirst(ctx context.Context) ([]int, error) {
+	var order []int
+	for i := r.cur.Type; i < len(r.job.Types); i++ {
+		order = append(order, i)
+	}
+	if r.m.cfg.Workers < 2 || len(order) < 2 {
+		return order, nil
+	}
+	size := make(map[int]int64, len(order))
+	for _, i := range order {
+		n, err := r.m.st.SnapshotSize(ctx, r.tenant, r.job.Types[i])
+		if err != nil {
+			return nil, err
+		}
+		size[i] = n
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(size[b], size[a]) })
+	return order, nil
 }
 
 // clean prepares the job's directory: what a previous run wrote but did
@@ -264,16 +286,17 @@ func (r *run) finish(ctx context.Context, i int, w *fileWriter, typeDone bool) e
 	if time.Since(r.checkpoint) < checkpointEvery {
 		return nil
 	}
-	return r.record(ctx)
+	return r.record(ctx, false)
 }
 
 // record makes the closed files of the types before the first type still
 // under way, and of that type, durable under their final names, and saves
 // the job with them and the cursor: a crash before leaves them as .part
 // files that the next run deletes and writes again. Files of later types
-// wait: the cursor says only how far the types are done in order. The
-// caller holds pmu.
-func (r *run) record(ctx context.Context) error {
+// wait: the cursor says only how far the types are done in order. With
+// complete (every type done) the job is saved as completed. The caller
+// holds pmu.
+func (r *run) record(ctx context.Context, complete bool) error {
 	r.checkpoint = time.Now()
 	cur, files := r.cur, []File(nil)
 	for cur.Type < len(r.job.Types) {
@@ -290,7 +313,7 @@ func (r *run) record(ctx context.Context) error {
 		delete(r.types, cur.Type)
 		cur = Cursor{Type: cur.Type + 1, Part: 1}
 	}
-	if len(files) == 0 && cur == r.cur {
+	if len(files) == 0 && cur == r.cur && !complete {
 		return nil
 	}
 	if err := finalize(r.dir, files); err != nil {
@@ -302,6 +325,9 @@ func (r *run) record(ctx context.Context) error {
 		r.job.Exported += f.Count
 	}
 	r.job.Cursor = cur
+	if complete {
+		r.job.State, r.job.ExpiresAt = StateCompleted, r.m.now().Add(r.m.cfg.Expiry)
+	}
 	r.mu.Unlock()
 	r.cur = cur
 	return r.save(ctx)

@@ -23,6 +23,46 @@ type NumText struct {
 	Text string `bson:"text"`
 }
 
+// ReadNumText decodes a stored list of NumText (a BSON array of
+// documents), as bson.Unmarshal would, without reflection.
+func ReadNumText(arr []byte) ([]NumText, error) {
+	elems, err := body(arr)
+	if err != nil {
+		return nil, fmt.Errorf("number texts: %w", err)
+	}
+	var out []NumText
+	for len(elems) > 0 {
+		t, _, val, rest, err := next(elems)
+		if err != nil || t != bson.TypeEmbeddedDocument {
+			return nil, fmt.Errorf("number texts: %w", errCorrupt)
+		}
+		elems = rest
+		fields, err := body(val)
+		if err != nil {
+			return nil, fmt.Errorf("number texts: %w", err)
+		}
+		var n NumText
+		for len(fields) > 0 {
+			t, key, val, rest, err := next(fields)
+			if err != nil {
+				return nil, fmt.Errorf("number texts: %w", err)
+			}
+			fields = rest
+			if t != bson.TypeString {
+				continue
+			}
+			switch s := string(val[4 : len(val)-1]); string(key) {
+			case "path":
+				n.Path = s
+			case "text":
+				n.Text = s
+			}
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
 // SyntaxError reports JSON that cannot be stored; Path is a FHIRPath-like
 // location when known and Offset the byte position in the input.
 type SyntaxError struct {

@@ -434,3 +434,70 @@ func TestFormatFloat(t *testing.T) {
 		}
 	}
 }
+
+// TestStringEscapes renders strings holding each ASCII byte at each
+// position of an eight-byte word (the encoder checks eight bytes at a
+// time), and multi-byte characters at every alignment, and compares them
+// with encoding/json's escaping, less its HTML escapes.
+func TestStringEscapes(t *testing.T) {
+	var cases []string
+	for b := range 128 {
+		for pos := range 17 {
+			s := []byte(strings.Repeat("a", 17))
+			s[pos] = byte(b)
+			cases = append(cases, string(s))
+		}
+	}
+	for shift := range 8 {
+		cases = append(cases, strings.Repeat("x", shift)+"é€\u00e9😀\"\n<>&\x7f\u2028é")
+	}
+	for _, s := range cases {
+		raw, err := bson.Marshal(bson.D{{Key: "s", Value: s}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := document.ToJSON(raw, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want bytes.Buffer
+		enc := json.NewEncoder(&want)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(map[string]string{"s": s}); err != nil {
+			t.Fatal(err)
+		}
+		w := strings.TrimSpace(want.String())
+		w = strings.ReplaceAll(strings.ReplaceAll(w, `\u2028`, "\u2028"), `\b`, `\u0008`)
+		w = strings.ReplaceAll(w, `\f`, `\u000c`)
+		if string(got) != w {
+			t.Fatalf("%q: got %s, want %s", s, got, w)
+		}
+	}
+}
+
+// TestReadNumText decodes stored number texts as bson.Unmarshal does.
+func TestReadNumText(t *testing.T) {
+	dec, err := document.FromJSON([]byte(`{"a":1.50,"b":[1e2,{"c":-0.0}],"d":{"e":1E21,"f":0.10}}`), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := bson.Marshal(bson.D{{Key: "numText", Value: dec.NumText}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	arr := bson.Raw(raw).Lookup("numText").Array()
+	got, err := document.ReadNumText(arr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want struct{ NumText []document.NumText }
+	if err := bson.Unmarshal(raw, &want); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 5 || fmt.Sprint(got) != fmt.Sprint(want.NumText) {
+		t.Fatalf("got %v, want %v", got, want.NumText)
+	}
+	if _, err := document.ReadNumText(arr[:len(arr)-3]); err == nil {
+		t.Fatal("a truncated list decoded without an error")
+	}
+}

@@ -25,7 +25,7 @@ func ToJSON(raw bson.Raw, numText []NumText) ([]byte, error) {
 
 // AppendJSON writes the JSON form of raw to buf (see ToJSON).
 func AppendJSON(buf *bytes.Buffer, raw bson.Raw, numText []NumText) error {
-	e := encoder{buf: buf}
+	e := encoder{out: buf.AvailableBuffer()}
 	if len(numText) > 0 {
 		e.nums = make(map[string]string, len(numText))
 		e.inner = map[string]bool{}
@@ -38,14 +38,21 @@ func AppendJSON(buf *bytes.Buffer, raw bson.Raw, numText []NumText) error {
 			}
 		}
 	}
-	return e.document(raw, "", e.nums != nil)
+	if err := e.document(raw, e.nums != nil); err != nil {
+		return err
+	}
+	buf.Write(e.out)
+	return nil
 }
 
-// encoder renders BSON as JSON. Paths (the keys of nums) are only built
-// inside the documents and arrays that lead to a number of nums (inner):
-// elsewhere there is nothing to look up.
+// encoder renders BSON as JSON, appending to out (the spare capacity of
+// the caller's buffer, copied into it at the end). The path of the value
+// being rendered (path, as the keys of nums) is only kept inside the
+// documents and arrays that lead to a number of nums (inner): elsewhere
+// there is nothing to look up.
 type encoder struct {
-	buf   *bytes.Buffer
+	out   []byte
+	path  []byte
 	nums  map[string]string
 	inner map[string]bool
 }
@@ -123,14 +130,15 @@ func valueSize(t bson.Type, b []byte) (int, error) {
 	return size, nil
 }
 
-// document renders a document at path; track tells that path leads to
+// document renders a document; track tells that the path leads to
 // numbers of nums, so the children's paths are needed.
-func (e *encoder) document(raw []byte, path string, track bool) error {
+func (e *encoder) document(raw []byte, track bool) error {
 	elems, err := body(raw)
 	if err != nil {
 		return err
 	}
-	e.buf.WriteByte('{')
+	e.out = append(e.out, '{')
+	parent := len(e.path)
 	for first := true; len(elems) > 0; first = false {
 		t, key, val, rest, err := next(elems)
 		if err != nil {
@@ -138,28 +146,31 @@ func (e *encoder) document(raw []byte, path string, track bool) error {
 		}
 		elems = rest
 		if !first {
-			e.buf.WriteByte(',')
+			e.out = append(e.out, ',')
 		}
-		writeString(e.buf, key)
-		e.buf.WriteByte(':')
-		child := ""
+		e.out = append(appendString(e.out, key), ':')
 		if track {
-			child = joinPath(path, string(key))
+			if parent > 0 {
+				e.path = append(e.path, '.')
+			}
+			e.path = append(e.path, key...)
 		}
-		if err := e.value(t, val, child, track); err != nil {
+		if err := e.value(t, val, track); err != nil {
 			return err
 		}
+		e.path = e.path[:parent]
 	}
-	e.buf.WriteByte('}')
+	e.out = append(e.out, '}')
 	return nil
 }
 
-func (e *encoder) array(raw []byte, path string, track bool) error {
+func (e *encoder) array(raw []byte, track bool) error {
 	elems, err := body(raw)
 	if err != nil {
 		return err
 	}
-	e.buf.WriteByte('[')
+	e.out = append(e.out, '[')
+	parent := len(e.path)
 	for i := 0; len(elems) > 0; i++ {
 		t, _, val, rest, err := next(elems)
 		if err != nil {
@@ -167,50 +178,53 @@ func (e *encoder) array(raw []byte, path string, track bool) error {
 		}
 		elems = rest
 		if i > 0 {
-			e.buf.WriteByte(',')
+			e.out = append(e.out, ',')
 		}
-		child := ""
 		if track {
-			child = path + "[" + strconv.Itoa(i) + "]"
+			e.path = append(strconv.AppendInt(append(e.path, '['), int64(i), 10), ']')
 		}
-		if err := e.value(t, val, child, track); err != nil {
+		if err := e.value(t, val, track); err != nil {
 			return err
 		}
+		e.path = e.path[:parent]
 	}
-	e.buf.WriteByte(']')
+	e.out = append(e.out, ']')
 	return nil
 }
 
-func (e *encoder) value(t bson.Type, val []byte, path string, track bool) error {
-	if text, ok := e.nums[path]; ok && track && isNumber(t) {
-		e.buf.WriteString(text)
-		return nil
+// value renders one value at e.path.
+func (e *encoder) value(t bson.Type, val []byte, track bool) error {
+	if track && isNumber(t) {
+		if text, ok := e.nums[string(e.path)]; ok {
+			e.out = append(e.out, text...)
+			return nil
+		}
 	}
 	switch t {
 	case bson.TypeEmbeddedDocument:
-		return e.document(val, path, track && e.inner[path])
+		return e.document(val, track && e.inner[string(e.path)])
 	case bson.TypeArray:
-		return e.array(val, path, track && e.inner[path])
+		return e.array(val, track && e.inner[string(e.path)])
 	case bson.TypeString:
 		if val[len(val)-1] != 0 {
 			return errCorrupt
 		}
-		writeString(e.buf, val[4:len(val)-1])
+		e.out = appendString(e.out, val[4:len(val)-1])
 	case bson.TypeInt32:
-		e.buf.Write(strconv.AppendInt(e.buf.AvailableBuffer(), int64(int32(binary.LittleEndian.Uint32(val))), 10))
+		e.out = strconv.AppendInt(e.out, int64(int32(binary.LittleEndian.Uint32(val))), 10)
 	case bson.TypeInt64:
-		e.buf.Write(strconv.AppendInt(e.buf.AvailableBuffer(), int64(binary.LittleEndian.Uint64(val)), 10))
+		e.out = strconv.AppendInt(e.out, int64(binary.LittleEndian.Uint64(val)), 10)
 	case bson.TypeDouble:
-		e.buf.WriteString(FormatFloat(math.Float64frombits(binary.LittleEndian.Uint64(val))))
+		e.out = append(e.out, FormatFloat(math.Float64frombits(binary.LittleEndian.Uint64(val)))...)
 	case bson.TypeBoolean:
-		e.buf.WriteString(strconv.FormatBool(val[0] != 0))
+		e.out = strconv.AppendBool(e.out, val[0] != 0)
 	case bson.TypeNull:
-		e.buf.WriteString("null")
+		e.out = append(e.out, "null"...)
 	case bson.TypeDateTime:
 		ms := int64(binary.LittleEndian.Uint64(val))
-		writeString(e.buf, []byte(time.UnixMilli(ms).UTC().Format(time.RFC3339Nano)))
+		e.out = appendString(e.out, time.UnixMilli(ms).UTC().AppendFormat(nil, time.RFC3339Nano))
 	default:
-		return fmt.Errorf("stored value at %q has unsupported BSON type %s", path, t)
+		return fmt.Errorf("stored value at %q has unsupported BSON type %s", e.path, t)
 	}
 	return nil
 }
@@ -219,35 +233,50 @@ func isNumber(t bson.Type) bool {
 	return t == bson.TypeInt32 || t == bson.TypeInt64 || t == bson.TypeDouble
 }
 
-// writeString writes s as a JSON string without HTML escaping, so narrative
-// XHTML reads as it was sent.
-func writeString(buf *bytes.Buffer, s []byte) {
+// appendString appends s as a JSON string without HTML escaping, so
+// narrative XHTML reads as it was sent.
+func appendString(out, s []byte) []byte {
 	const hex = "0123456789abcdef"
-	buf.WriteByte('"')
+	out = append(out, '"')
 	start := 0
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' {
+	for i := 0; i < len(s); {
+		if i+8 <= len(s) && plain(binary.LittleEndian.Uint64(s[i:])) {
+			i += 8
 			continue
 		}
-		buf.Write(s[start:i])
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' {
+			i++
+			continue
+		}
+		out = append(out, s[start:i]...)
 		switch c {
 		case '"', '\\':
-			buf.WriteByte('\\')
-			buf.WriteByte(c)
+			out = append(out, '\\', c)
 		case '\n':
-			buf.WriteString(`\n`)
+			out = append(out, `\n`...)
 		case '\r':
-			buf.WriteString(`\r`)
+			out = append(out, `\r`...)
 		case '\t':
-			buf.WriteString(`\t`)
+			out = append(out, `\t`...)
 		default:
-			buf.WriteString(`\u00`)
-			buf.WriteByte(hex[c>>4])
-			buf.WriteByte(hex[c&0xf])
+			out = append(out, `\u00`...)
+			out = append(out, hex[c>>4], hex[c&0xf])
 		}
-		start = i + 1
+		i++
+		start = i
 	}
-	buf.Write(s[start:])
-	buf.WriteByte('"')
+	out = append(out, s[start:]...)
+	return append(out, '"')
+}
+
+// plain tells whether none of the eight bytes of w needs escaping in a
+// JSON string: none is below 0x20, a quote or a backslash (each test
+// finds whether some byte is below a bound: x - 1 borrows into the high
+// bit of a byte only where that byte of x was zero).
+func plain(w uint64) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	quote, backslash := w^(ones*'"'), w^(ones*'\\')
+	control := (w - ones*0x20) &^ w
+	return (control|(quote-ones)&^quote|(backslash-ones)&^backslash)&highs == 0
 }
