@@ -79,7 +79,9 @@ func syntheaCopy(b *testing.B, body []byte, k int) ([]byte, int) {
 	return out, len(entries)
 }
 
-// commandLog records the finds and counts the store sends while on.
+// commandLog records the finds and counts the store sends while on,
+// less those that failed (a count abandoned because the page held every
+// match).
 type commandLog struct {
 	mu   sync.Mutex
 	on   bool
@@ -87,6 +89,7 @@ type commandLog struct {
 }
 
 type loggedCommand struct {
+	id       int64
 	db, name string
 	body     bson.Raw
 }
@@ -96,7 +99,13 @@ func (l *commandLog) monitor() *event.CommandMonitor {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		if l.on && (ev.CommandName == "find" || ev.CommandName == "count") {
-			l.cmds = append(l.cmds, loggedCommand{db: ev.DatabaseName, name: ev.CommandName, body: append(bson.Raw(nil), ev.Command...)})
+			l.cmds = append(l.cmds, loggedCommand{id: ev.RequestID, db: ev.DatabaseName, name: ev.CommandName, body: append(bson.Raw(nil), ev.Command...)})
+		}
+	}, Failed: func(_ context.Context, ev *event.CommandFailedEvent) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if l.on {
+			l.cmds = slices.DeleteFunc(l.cmds, func(c loggedCommand) bool { return c.id == ev.RequestID })
 		}
 	}}
 }

@@ -62,6 +62,8 @@ func (s *Store) Search(ctx context.Context, tenant string, q *search.Query) (*Se
 			dir = -1
 		}
 	}
+	total := s.countAhead(ctx, coll, q, base)
+	defer total.stop()
 	rows, err := s.searchRows(ctx, coll, q, filter, orderBy(keys, dir), false)
 	if err != nil {
 		return nil, err
@@ -71,7 +73,7 @@ func (s *Store) Search(ctx context.Context, tenant string, q *search.Query) (*Se
 	case cur == nil && len(rows) <= q.Count: // a first page that holds every match
 		page.Total = int64(len(rows))
 	default:
-		if page.Total, err = s.countMatches(ctx, coll, q, base); err != nil {
+		if page.Total, err = total.wait(ctx, s, coll, q, base); err != nil {
 			return nil, err
 		}
 	}
@@ -394,6 +396,49 @@ func (s *Store) searchRows(ctx context.Context, coll engine.Collection, q *searc
 			return kept, nil
 		}
 		skip += int64(len(batch))
+	}
+}
+
+// pendingCount is a count of a search's matches run while its page is
+// read (the two take about as long when many rows match).
+type pendingCount struct {
+	done   chan struct{}
+	n      int64
+	err    error
+	cancel context.CancelFunc
+}
+
+// countAhead starts counting the matches of q on another goroutine, unless
+// the search wants no total or its count reads every candidate (a
+// post-filter): then wait counts when asked. A first page that holds
+// every match makes the count unneeded; stop abandons it.
+func (s *Store) countAhead(ctx context.Context, coll engine.Collection, q *search.Query, filter bson.D) *pendingCount {
+	if q.Total == "none" || q.PostFilter != nil {
+		return nil
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	p := &pendingCount{done: make(chan struct{}), cancel: cancel}
+	go func() {
+		defer close(p.done)
+		p.n, p.err = s.countMatches(cctx, coll, q, filter)
+	}()
+	return p
+}
+
+// wait returns the count started ahead, or counts now when none was.
+func (p *pendingCount) wait(ctx context.Context, s *Store, coll engine.Collection, q *search.Query, filter bson.D) (int64, error) {
+	if p == nil {
+		return s.countMatches(ctx, coll, q, filter)
+	}
+	<-p.done
+	return p.n, p.err
+}
+
+// stop abandons a count no longer needed and waits for its goroutine.
+func (p *pendingCount) stop() {
+	if p != nil {
+		p.cancel()
+		<-p.done
 	}
 }
 
