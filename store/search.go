@@ -45,7 +45,7 @@ func (s *Store) Search(ctx context.Context, tenant string, q *search.Query) (*Se
 	keys := sortFields(q.Sort)
 	page := &SearchPage{Total: -1}
 	if q.Summary == "count" || q.Count == 0 {
-		page.Total, err = s.countMatches(ctx, coll, q, base)
+		page.Total, err = s.countMatches(ctx, tenant, q, base)
 		return page, err
 	}
 	cur, err := decodeSearchCursor(q.Cursor)
@@ -62,7 +62,7 @@ func (s *Store) Search(ctx context.Context, tenant string, q *search.Query) (*Se
 			dir = -1
 		}
 	}
-	total := s.countAhead(ctx, coll, q, base)
+	total := s.countAhead(ctx, tenant, q, base)
 	defer total.stop()
 	rows, err := s.searchRows(ctx, coll, q, filter, orderBy(keys, dir), false)
 	if err != nil {
@@ -73,7 +73,7 @@ func (s *Store) Search(ctx context.Context, tenant string, q *search.Query) (*Se
 	case cur == nil && len(rows) <= q.Count: // a first page that holds every match
 		page.Total = int64(len(rows))
 	default:
-		if page.Total, err = total.wait(ctx, s, coll, q, base); err != nil {
+		if page.Total, err = total.wait(ctx, s, tenant, q, base); err != nil {
 			return nil, err
 		}
 	}
@@ -412,7 +412,7 @@ type pendingCount struct {
 // the search wants no total or its count reads every candidate (a
 // post-filter): then wait counts when asked. A first page that holds
 // every match makes the count unneeded; stop abandons it.
-func (s *Store) countAhead(ctx context.Context, coll engine.Collection, q *search.Query, filter bson.D) *pendingCount {
+func (s *Store) countAhead(ctx context.Context, tenant string, q *search.Query, filter bson.D) *pendingCount {
 	if q.Total == "none" || q.PostFilter != nil {
 		return nil
 	}
@@ -420,15 +420,15 @@ func (s *Store) countAhead(ctx context.Context, coll engine.Collection, q *searc
 	p := &pendingCount{done: make(chan struct{}), cancel: cancel}
 	go func() {
 		defer close(p.done)
-		p.n, p.err = s.countMatches(cctx, coll, q, filter)
+		p.n, p.err = s.countMatches(cctx, tenant, q, filter)
 	}()
 	return p
 }
 
 // wait returns the count started ahead, or counts now when none was.
-func (p *pendingCount) wait(ctx context.Context, s *Store, coll engine.Collection, q *search.Query, filter bson.D) (int64, error) {
+func (p *pendingCount) wait(ctx context.Context, s *Store, tenant string, q *search.Query, filter bson.D) (int64, error) {
 	if p == nil {
-		return s.countMatches(ctx, coll, q, filter)
+		return s.countMatches(ctx, tenant, q, filter)
 	}
 	<-p.done
 	return p.n, p.err
@@ -442,9 +442,30 @@ func (p *pendingCount) stop() {
 	}
 }
 
-// countMatches counts the matches; with a post-filter every candidate's
-// index values are read and checked.
-func (s *Store) countMatches(ctx context.Context, coll engine.Collection, q *search.Query, filter bson.D) (int64, error) {
+// countMatches counts the matches of q in tenant. A count is remembered
+// while nothing writes the type, when this process is the only writer
+// (the match cache's rule): the next pages of a search, and the same
+// search asked again, reuse it.
+func (s *Store) countMatches(ctx context.Context, tenant string, q *search.Query, filter bson.D) (int64, error) {
+	key, gen := "", int64(0)
+	if s.opts.Exclusive && q.PostFilter == nil {
+		if raw, err := bson.Marshal(filter); err == nil {
+			key, gen = tenant+"/"+q.Type+"?"+string(raw), s.matches.generation(tenant, q.Type)
+			if n, ok := s.matches.count(key, gen); ok {
+				return n, nil
+			}
+		}
+	}
+	n, err := s.countRows(ctx, s.tenantDB(tenant).Collection(q.Type), q, filter)
+	if err == nil && key != "" {
+		s.matches.putCount(key, gen, n)
+	}
+	return n, err
+}
+
+// countRows counts the matches in the database; with a post-filter every
+// candidate's index values are read and checked.
+func (s *Store) countRows(ctx context.Context, coll engine.Collection, q *search.Query, filter bson.D) (int64, error) {
 	if q.PostFilter == nil {
 		n, err := coll.Count(ctx, filter)
 		return n, dbError("count "+q.Type, err)

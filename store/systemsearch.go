@@ -262,7 +262,7 @@ func (s *Store) readRows(ctx context.Context, tenant string, rows []typedRow) ([
 func (s *Store) countSystem(ctx context.Context, tenant string, qs []*search.Query, bases []bson.D) (int64, error) {
 	var total int64
 	for i, q := range qs {
-		n, err := s.countMatches(ctx, s.tenantDB(tenant).Collection(q.Type), q, bases[i])
+		n, err := s.countMatches(ctx, tenant, q, bases[i])
 		if err != nil {
 			return 0, err
 		}
