@@ -15,7 +15,11 @@
 // last is taken first: its cache is the warmest); every read runs in a
 // read transaction, so what it plans with and what it reads are one
 // snapshot. Connections map the file into memory (mmap) and keep a
-// modest page cache. The engine drives SQLite (modernc.org/sqlite, SQLite
+// modest page cache. A checkpointer of its own copies committed pages
+// from the WAL into the file at most four times a second while writes go
+// on (a PASSIVE checkpoint: it waits for no reader or writer), so that
+// the writer, which all writes queue behind, does not; the writer
+// checkpoints itself only when the WAL outgrows 1 GiB. The engine drives SQLite (modernc.org/sqlite, SQLite
 // compiled to Go) through its C API rather than database/sql, whose
 // driver prepares every statement anew on each execution: each connection
 // keeps its statements prepared, keyed by their SQL, which depends on a

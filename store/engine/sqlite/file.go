@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	sqlite3 "modernc.org/sqlite/lib"
 )
@@ -21,10 +22,13 @@ const (
 // pragmas configure every connection: waiting (not failing) for other
 // processes' writes, and a modest page cache per connection; the writer
 // also sets WAL (so that readers and the writer do not block each other)
-// and NORMAL synchronization (durable at checkpoints).
+// and NORMAL synchronization (durable at checkpoints). The file's
+// checkpointer copies the WAL into the database after writes; the
+// writer checkpoints itself only when the WAL outgrows 1 GiB (the
+// checkpointer fell behind).
 var (
 	pragmas       = []string{"busy_timeout = 10000", "cache_size = -16384", "temp_store = MEMORY", "foreign_keys = 0", "mmap_size = 1073741824"}
-	writerPragmas = []string{"page_size = 8192", "journal_mode = WAL", "synchronous = NORMAL", "wal_autocheckpoint = 8192"}
+	writerPragmas = []string{"page_size = 8192", "journal_mode = WAL", "synchronous = NORMAL", "wal_autocheckpoint = 131072"}
 	readerPragmas = []string{"query_only = 1"}
 )
 
@@ -37,6 +41,10 @@ type file struct {
 	w   *conn      // every write, in transactions begun by write
 
 	turns chan struct{} // one per reader in use (at most ReadConns)
+
+	wake        chan struct{} // a write committed: the checkpointer has work
+	stop        chan struct{} // closed by close: the checkpointer stops
+	checkpoints chan struct{} // closed when the checkpointer has stopped
 
 	mu     sync.Mutex
 	idle   []*conn         // readers not in use, the last used last
@@ -51,13 +59,58 @@ func openFile(dir, name string, readConns int) (*file, error) {
 	if err != nil {
 		return nil, classify("open "+path, err)
 	}
-	return &file{
-		name:   name,
-		path:   path,
-		w:      w,
-		turns:  make(chan struct{}, readConns),
-		tables: map[string]bool{},
-	}, nil
+	f := &file{
+		name:        name,
+		path:        path,
+		w:           w,
+		turns:       make(chan struct{}, readConns),
+		wake:        make(chan struct{}, 1),
+		stop:        make(chan struct{}),
+		checkpoints: make(chan struct{}),
+		tables:      map[string]bool{},
+	}
+	go f.checkpointer()
+	return f, nil
+}
+
+// checkpointEvery is how often at most the checkpointer runs while writes
+// go on.
+const checkpointEvery = 250 * time.Millisecond
+
+// checkpointer copies the pages the writes committed to the WAL into the
+// database file, on a connection of its own, so that the writer does not
+// (a checkpoint of a large transaction writes and syncs thousands of
+// pages). A PASSIVE checkpoint waits for no reader or writer; the WAL
+// starts over at the first write after one that copied everything. It
+// stops when stop is closed.
+func (f *file) checkpointer() {
+	defer close(f.checkpoints)
+	var c *conn
+	defer func() {
+		if c != nil {
+			c.close()
+		}
+	}()
+	for {
+		select {
+		case <-f.stop:
+			return
+		case <-f.wake:
+		}
+		if c == nil {
+			var err error
+			if c, err = openConn(f.path, pragmas); err != nil {
+				c = nil // the writer's own checkpoints remain
+				continue
+			}
+		}
+		_ = c.run(context.Background(), "PRAGMA wal_checkpoint(PASSIVE)")
+		select {
+		case <-f.stop:
+			return
+		case <-time.After(checkpointEvery):
+		}
+	}
 }
 
 // reader takes a reader connection (opening one when all are in use and
@@ -132,6 +185,8 @@ func (f *file) close() error {
 	}
 	f.wmu.Lock()
 	defer f.wmu.Unlock()
+	close(f.stop)
+	<-f.checkpoints
 	_ = f.w.run(context.Background(), "PRAGMA optimize")
 	return f.w.close()
 }
@@ -186,6 +241,10 @@ func (f *file) write(ctx context.Context, fn func(w *conn) error) (err error) {
 		return fmt.Errorf("commit: %w", err)
 	}
 	committed = true
+	select {
+	case f.wake <- struct{}{}:
+	default: // the checkpointer will see this write too
+	}
 	return nil
 }
 

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -279,5 +281,52 @@ func TestManyConditions(t *testing.T) {
 	}
 	if n, err := c.Count(ctx, filter); err != nil || n != 0 {
 		t.Errorf("count: %d %v", n, err)
+	}
+}
+
+// TestWritesReachTheFileInTheBackground: committed pages are copied from
+// the WAL into the database file by the checkpointer shortly after the
+// writes, long before the writer's own threshold (1 GiB of WAL), and the
+// data reads back whole after the engine is opened again.
+func TestWritesReachTheFileInTheBackground(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	e, err := Open(ctx, dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	coll := e.Database("t").Collection("Binary")
+	docs := make([]any, 300)
+	for i := range docs {
+		docs[i] = bson.D{{Key: "_id", Value: fmt.Sprint(i)}, {Key: "data", Value: bson.Binary{Data: make([]byte, 4096)}}}
+	}
+	if err := coll.InsertMany(ctx, docs); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "t.db")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Size() >= int64(len(docs)*4096) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the database file holds %d bytes after the writes of %d", st.Size(), len(docs)*4096)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := e.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	again, err := Open(ctx, dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close(ctx)
+	if n, err := again.Database("t").Collection("Binary").Count(ctx, bson.D{}); err != nil || n != int64(len(docs)) {
+		t.Fatalf("after opening again: %d documents, %v", n, err)
 	}
 }
