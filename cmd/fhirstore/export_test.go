@@ -89,7 +89,7 @@ func TestExportRoundTrip(t *testing.T) {
 		t.Fatalf("%d resources exported, the sample has %d", len(lines), entries)
 	}
 	if o, _, err := runLoad(t, "--url", dstBase, "--token", dstTok, out); err != nil {
-		t.Fatalf("load the export: %v\n%s", err, o)
+		t.Fatalf("load the export: %v\n%s\nserver errors:\n%s", err, o, errorLines(dst.stderr.String()))
 	}
 	for _, line := range lines {
 		var head struct{ ResourceType, ID string }

@@ -58,10 +58,17 @@ func unreachable(err error) bool {
 }
 
 // noTable tells the error of reading a collection that has no tables yet
-// (or any more): it holds nothing.
+// (or any more): it holds nothing. SQLite reports it when it prepares the
+// statement (SQLITE_ERROR) or, for a statement prepared on a connection
+// whose schema already had the tables, when it prepares it again for a
+// read snapshot taken before they were created (SQLITE_SCHEMA).
 func noTable(err error) bool {
 	var se *sqliteError
-	return errors.As(err, &se) && se.code&0xff == sqlite3.SQLITE_ERROR && strings.HasPrefix(se.msg, "no such table")
+	if !errors.As(err, &se) || !strings.HasPrefix(se.msg, "no such table") {
+		return false
+	}
+	code := se.code & 0xff
+	return code == sqlite3.SQLITE_ERROR || code == sqlite3.SQLITE_SCHEMA
 }
 
 // errClosed is the error of using a closed engine.
