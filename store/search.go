@@ -73,7 +73,7 @@ func (s *Store) Search(ctx context.Context, tenant string, q *search.Query) (*Se
 	case cur == nil && len(rows) <= q.Count: // a first page that holds every match
 		page.Total = int64(len(rows))
 	default:
-		if page.Total, err = total.wait(ctx, s, tenant, q, base); err != nil {
+		if page.Total, err = total.wait(ctx); err != nil {
 			return nil, err
 		}
 	}
@@ -399,36 +399,45 @@ func (s *Store) searchRows(ctx context.Context, coll engine.Collection, q *searc
 	}
 }
 
-// pendingCount is a count of a search's matches run while its page is
-// read (the two take about as long when many rows match).
+// pendingCount is the total of a search: remembered, counted while the
+// page is read (the two take about as long when many rows match), or
+// counted when asked.
 type pendingCount struct {
-	done   chan struct{}
+	count  func(context.Context) (int64, error)
+	done   chan struct{} // nil: not counting ahead
 	n      int64
 	err    error
 	cancel context.CancelFunc
 }
 
-// countAhead starts counting the matches of q on another goroutine, unless
-// the search wants no total or its count reads every candidate (a
-// post-filter): then wait counts when asked. A first page that holds
-// every match makes the count unneeded; stop abandons it.
+// countAhead prepares the total of q: remembered, or counted on another
+// goroutine, unless the search wants no total or its count reads every
+// candidate (a post-filter): then wait counts when asked. A first page
+// that holds every match makes the count unneeded; stop abandons it.
 func (s *Store) countAhead(ctx context.Context, tenant string, q *search.Query, filter bson.D) *pendingCount {
+	p := &pendingCount{count: func(ctx context.Context) (int64, error) { return s.countMatches(ctx, tenant, q, filter) }}
 	if q.Total == "none" || q.PostFilter != nil {
-		return nil
+		return p
+	}
+	p.done = make(chan struct{})
+	if n, ok := s.rememberedCount(tenant, q, filter); ok {
+		p.n = n
+		close(p.done)
+		return p
 	}
 	cctx, cancel := context.WithCancel(ctx)
-	p := &pendingCount{done: make(chan struct{}), cancel: cancel}
+	p.cancel = cancel
 	go func() {
 		defer close(p.done)
-		p.n, p.err = s.countMatches(cctx, tenant, q, filter)
+		p.n, p.err = p.count(cctx)
 	}()
 	return p
 }
 
-// wait returns the count started ahead, or counts now when none was.
-func (p *pendingCount) wait(ctx context.Context, s *Store, tenant string, q *search.Query, filter bson.D) (int64, error) {
-	if p == nil {
-		return s.countMatches(ctx, tenant, q, filter)
+// wait returns the total.
+func (p *pendingCount) wait(ctx context.Context) (int64, error) {
+	if p.done == nil {
+		return p.count(ctx)
 	}
 	<-p.done
 	return p.n, p.err
@@ -436,10 +445,33 @@ func (p *pendingCount) wait(ctx context.Context, s *Store, tenant string, q *sea
 
 // stop abandons a count no longer needed and waits for its goroutine.
 func (p *pendingCount) stop() {
-	if p != nil {
+	if p.cancel != nil {
 		p.cancel()
 		<-p.done
 	}
+}
+
+// countKey is the match cache's key of the count of q's matches, with the
+// type's write generation; "" when counts of q are not remembered (another
+// process may write, or a post-filter decides what matches).
+func (s *Store) countKey(tenant string, q *search.Query, filter bson.D) (string, int64) {
+	if !s.opts.Exclusive || q.PostFilter != nil {
+		return "", 0
+	}
+	raw, err := bson.Marshal(filter)
+	if err != nil {
+		return "", 0
+	}
+	return tenant + "/" + q.Type + "?" + string(raw), s.matches.generation(tenant, q.Type)
+}
+
+// rememberedCount is the remembered count of q's matches, if any.
+func (s *Store) rememberedCount(tenant string, q *search.Query, filter bson.D) (int64, bool) {
+	key, gen := s.countKey(tenant, q, filter)
+	if key == "" {
+		return 0, false
+	}
+	return s.matches.count(key, gen)
 }
 
 // countMatches counts the matches of q in tenant. A count is remembered
@@ -447,13 +479,10 @@ func (p *pendingCount) stop() {
 // (the match cache's rule): the next pages of a search, and the same
 // search asked again, reuse it.
 func (s *Store) countMatches(ctx context.Context, tenant string, q *search.Query, filter bson.D) (int64, error) {
-	key, gen := "", int64(0)
-	if s.opts.Exclusive && q.PostFilter == nil {
-		if raw, err := bson.Marshal(filter); err == nil {
-			key, gen = tenant+"/"+q.Type+"?"+string(raw), s.matches.generation(tenant, q.Type)
-			if n, ok := s.matches.count(key, gen); ok {
-				return n, nil
-			}
+	key, gen := s.countKey(tenant, q, filter)
+	if key != "" {
+		if n, ok := s.matches.count(key, gen); ok {
+			return n, nil
 		}
 	}
 	n, err := s.countRows(ctx, s.tenantDB(tenant).Collection(q.Type), q, filter)
