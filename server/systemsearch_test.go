@@ -37,6 +37,7 @@ func systemEnv(t *testing.T) (*env, string) {
 		if r := e.put("/"+f.typ+"/"+f.id, f.body); r.Status != http.StatusCreated {
 			t.Fatalf("store %s/%s: %d %s", f.typ, f.id, r.Status, r.Body)
 		}
+		time.Sleep(2 * time.Millisecond) // each its own lastUpdated (milliseconds), so their order is the order written
 	}
 	return e, t0
 }
