@@ -34,7 +34,12 @@ func errorf(param, format string, args ...any) *Error {
 type SortKey struct {
 	Param      string
 	Descending bool
+	// Type is the parameter's type, which decides the kind of its sort values.
+	Type string
 }
+
+// MaxSortKeys is how many keys _sort takes.
+const MaxSortKeys = 5
 
 // Query is a parsed search: a database filter over idx, the checks the
 // filter cannot express exactly (PostFilter), and the result controls.
@@ -381,7 +386,12 @@ func (q *Query) parseSort(r *Registry, v string) error {
 	if v == "" {
 		return nil
 	}
-	for _, key := range strings.Split(v, ",") {
+	keys := strings.Split(v, ",")
+	if len(keys) > MaxSortKeys {
+		return errorf("_sort", "at most %d sort keys, not %d", MaxSortKeys, len(keys))
+	}
+	seen := map[string]bool{}
+	for _, key := range keys {
 		key = strings.TrimSpace(key)
 		desc := strings.HasPrefix(key, "-")
 		code := strings.TrimPrefix(key, "-")
@@ -389,7 +399,11 @@ func (q *Query) parseSort(r *Registry, v string) error {
 		if !ok || !sortable[p.Type] {
 			return errorf("_sort", "cannot sort %s by %q", q.Type, code)
 		}
-		q.Sort = append(q.Sort, SortKey{Param: code, Descending: desc})
+		if seen[code] {
+			return errorf("_sort", "%q is sorted by twice", code)
+		}
+		seen[code] = true
+		q.Sort = append(q.Sort, SortKey{Param: code, Descending: desc, Type: p.Type})
 	}
 	return nil
 }

@@ -284,6 +284,8 @@ func TestBadSearchesAre400(t *testing.T) {
 		{"bad :missing value", "Patient?gender:missing=maybe", "gender:missing"},
 		{"unknown modifier", "Patient?family:fuzzy=x", "family:fuzzy"},
 		{"sort by an unknown parameter", "Patient?_sort=nonsense", "_sort"},
+		{"sort by more than five keys", "Patient?_sort=family,given,birthdate,gender,address,telecom", "_sort"},
+		{"sort by one key twice", "Patient?_sort=family,-family", "_sort"},
 		{"bad _summary", "Patient?_summary=some", "_summary"},
 		{"bad cursor", "Patient?_cursor=abc", "_cursor"},
 	} {
@@ -305,5 +307,87 @@ func TestSearchValuesAreDataNotOperators(t *testing.T) {
 		if got := matchIDs(t, e.get("/"+q)); len(got) != 3 {
 			t.Errorf("%s is not ignored as an unknown parameter: %v", q, got)
 		}
+	}
+}
+
+// TestSearchSortsMissingValuesLastOverPages sorts by two keys that some
+// Patients lack, each way, one per page: the rows without a key's value
+// follow those with one in either direction, and the previous links read
+// the same pages back.
+func TestSearchSortsMissingValuesLastOverPages(t *testing.T) {
+	e := newEnv(t)
+	type pat struct{ id, family, birth string }
+	pats := []pat{
+		{"m1", "Baker", "1980-01-01"}, {"m2", "Baker", ""}, {"m3", "", "1990-05-05"},
+		{"m4", "Adams", "1970-02-02"}, {"m5", "", ""}, {"m6", "Baker", "1985-03-03"},
+		{"m7", "Adams", ""}, {"m8", "", "1960-07-07"}, {"m9", "Cole", "1980-01-01"},
+	}
+	for _, p := range pats {
+		body := `{"resourceType":"Patient","id":"` + p.id + `"`
+		if p.family != "" {
+			body += `,"name":[{"family":"` + p.family + `"}]`
+		}
+		if p.birth != "" {
+			body += `,"birthDate":"` + p.birth + `"`
+		}
+		if r := e.put("/Patient/"+p.id, body+"}"); r.Status != http.StatusCreated {
+			t.Fatalf("store %s: %d %s", p.id, r.Status, r.Body)
+		}
+	}
+	// compare orders one key: present values in the direction, missing last.
+	compare := func(a, b string, desc bool) int {
+		switch {
+		case a == b:
+			return 0
+		case a == "":
+			return 1
+		case b == "":
+			return -1
+		case desc:
+			return strings.Compare(b, a)
+		}
+		return strings.Compare(a, b)
+	}
+	for _, sort := range []string{"family,-birthdate", "-family,birthdate", "birthdate,family", "-birthdate,-family"} {
+		t.Run(sort, func(t *testing.T) {
+			keys := strings.Split(sort, ",")
+			value := func(p pat, key string) string {
+				if strings.TrimPrefix(key, "-") == "family" {
+					return strings.ToLower(p.family)
+				}
+				return p.birth
+			}
+			want := slices.Clone(pats) // written in this order: ties keep it
+			slices.SortStableFunc(want, func(a, b pat) int {
+				for _, k := range keys {
+					if c := compare(value(a, k), value(b, k), strings.HasPrefix(k, "-")); c != 0 {
+						return c
+					}
+				}
+				return 0
+			})
+			var wantIDs []string
+			for _, p := range want {
+				wantIDs = append(wantIDs, p.id)
+			}
+			r := e.get("/Patient?_sort=" + sort + "&_count=2")
+			var got []string
+			var pages [][]string
+			for {
+				ids := matchIDs(t, r)
+				got, pages = append(got, ids...), append(pages, ids)
+				next := synLink(t, r.JSON(t), "next")
+				if next == "" || len(pages) > len(pats) {
+					break
+				}
+				r = e.get(next)
+			}
+			if !slices.Equal(got, wantIDs) {
+				t.Fatalf("_sort=%s: got %v, want %v", sort, got, wantIDs)
+			}
+			if msg := synBackward(t, e, sort, r, pages); msg != "" {
+				t.Fatal(msg)
+			}
+		})
 	}
 }

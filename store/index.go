@@ -11,9 +11,9 @@ import (
 )
 
 // index extracts the search values of a resource (its stored JSON) as the
-// idx and sort documents of its current row. Every sortable parameter gets
-// a sort value, missing ones a sentinel that orders them last either way,
-// so that paging positions are always complete.
+// idx and sort documents of its current row. A parameter without a value
+// has no sort value: searches read the rows without one after the others
+// (sortedRows).
 func (s *Store) index(typ string, resourceJSON []byte) (bson.Raw, bson.Raw, error) {
 	reg := s.opts.Registry
 	if reg == nil {
@@ -26,15 +26,6 @@ func (s *Store) index(typ string, resourceJSON []byte) (bson.Raw, bson.Raw, erro
 		return nil, nil, fmt.Errorf("index %s: %w", typ, err)
 	}
 	idx, sortDoc := reg.Extract(typ, res)
-	have := make(map[string]bool, len(sortDoc))
-	for _, e := range sortDoc {
-		have[e.Key] = true
-	}
-	for _, p := range reg.Params(typ) {
-		if a, d, ok := sentinels(p.Type); ok && !have[p.Code] {
-			sortDoc = append(sortDoc, bson.E{Key: p.Code, Value: bson.D{{Key: "a", Value: a}, {Key: "d", Value: d}}})
-		}
-	}
 	idxRaw, err := bson.Marshal(idx)
 	if err != nil {
 		return nil, nil, fmt.Errorf("index %s: %w", typ, err)
@@ -46,16 +37,14 @@ func (s *Store) index(typ string, resourceJSON []byte) (bson.Raw, bson.Raw, erro
 	return idxRaw, sortRaw, nil
 }
 
-// sentinels are the sort values of a parameter without a value: after every
-// real value ascending (a) and descending (d).
-func sentinels(paramType string) (a, d any, ok bool) {
+// leastSortValue is a value no sort value of a parameter of paramType is
+// below: a filter of "at least it" holds for the rows that have one.
+func leastSortValue(paramType string) any {
 	switch paramType {
-	case "string", "token", "reference", "uri":
-		return "\U0010FFFF", "", true
 	case "date":
-		return time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC), time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC), true
+		return time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC)
 	case "number", "quantity":
-		return math.MaxFloat64, -math.MaxFloat64, true
+		return -math.MaxFloat64
 	}
-	return nil, nil, false
+	return ""
 }

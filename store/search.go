@@ -52,19 +52,12 @@ func (s *Store) Search(ctx context.Context, tenant string, q *search.Query) (*Se
 	if err != nil {
 		return nil, err
 	}
-	filter, dir := base, 1
-	if cur != nil {
-		if len(cur.Values) != len(keys) {
-			return nil, ErrBadCursor
-		}
-		filter = after(base, keys, cur, cur.Backward)
-		if cur.Backward {
-			dir = -1
-		}
+	if cur != nil && len(cur.Values) != len(keys) {
+		return nil, ErrBadCursor
 	}
 	total := s.countAhead(ctx, tenant, q, base)
 	defer total.stop()
-	rows, err := s.searchRows(ctx, coll, q, filter, orderBy(keys, dir), false)
+	rows, err := s.sortedRows(ctx, coll, q, base, keys, cur)
 	if err != nil {
 		return nil, err
 	}
@@ -254,10 +247,13 @@ func (s *Store) referencedIDs(ctx context.Context, tenant, typ string, h *search
 	return ids, dbError("search _has "+h.Type, cur.Err())
 }
 
-// sortField is one key of the search order: a stored field and its direction.
+// sortField is one key of the search order: a stored field and its
+// direction. least is the least value of the field's kind for a _sort key
+// some rows may lack (nil for keys every row has).
 type sortField struct {
-	path string
-	desc bool
+	path  string
+	desc  bool
+	least any
 }
 
 // sortFields are the _sort keys then the default order: _lastUpdated, _id.
@@ -267,6 +263,9 @@ func sortFields(keys []search.SortKey) []sortField {
 		f := sortField{path: "sort." + k.Param + ".a"}
 		if k.Descending {
 			f = sortField{path: "sort." + k.Param + ".d", desc: true}
+		}
+		if k.Param != "_id" && k.Param != "_lastUpdated" {
+			f.least = leastSortValue(k.Type)
 		}
 		out = append(out, f)
 	}
@@ -325,13 +324,10 @@ func decodeSearchCursor(s string) (*searchCursor, error) {
 	return &c, nil
 }
 
-// after narrows filter to rows beyond the cursor in the search order (or
-// before it, reading backwards): (k1 > v1) or (k1 = v1 and k2 > v2) ...
-func after(filter bson.D, keys []sortField, c *searchCursor, backward bool) bson.D {
-	return beyondRow(filter, keys, c, backward, false)
-}
-
-// beyondRow is after, also keeping the cursor's own row when orSame is set.
+// beyondRow narrows filter to rows beyond the cursor in an order of keys
+// every row has a value of (or before it, reading backwards): (k1 > v1)
+// or (k1 = v1 and k2 > v2) ..., also keeping the cursor's own row when
+// orSame is set.
 func beyondRow(filter bson.D, keys []sortField, c *searchCursor, backward, orSame bool) bson.D {
 	alts := bson.A{}
 	for i := 0; i <= len(keys); i++ {
@@ -355,11 +351,181 @@ func beyondRow(filter bson.D, keys []sortField, c *searchCursor, backward, orSam
 	return bson.D{{Key: "$and", Value: bson.A{filter, bson.D{{Key: "$or", Value: alts}}}}}
 }
 
-// searchRows reads up to Count+1 matching rows in order, dropping the false
-// positives the post-filter finds, reading on until the page is full. With
-// keysOnly, the rows hold their sort values and no resource.
-func (s *Store) searchRows(ctx context.Context, coll engine.Collection, q *search.Query, filter, order bson.D, keysOnly bool) ([]*searchDoc, error) {
+// sortedRows reads the next Count+1 rows of the search beyond cur (or
+// before it, reading backwards) in the search order, where a row without
+// a value of a _sort key follows the rows with one, whichever the
+// direction. The engines sort a missing value as the least, so the rows
+// are read as streams, one per combination of the _sort keys a row has or
+// lacks (of those some rows may lack), each filtered to its rows, sorted
+// by the keys they have and narrowed to the rows beyond the cursor, and
+// merged. The streams of rows with a value of the first key are read
+// before those of rows without one, and the latter only when the page is
+// not full: a search sorted by one key reads one stream while it can.
+func (s *Store) sortedRows(ctx context.Context, coll engine.Collection, q *search.Query, base bson.D, keys []sortField, cur *searchCursor) ([]*searchDoc, error) {
+	var optional []int // the keys some rows may lack, by position in keys
+	for i, k := range keys {
+		if k.least != nil {
+			optional = append(optional, i)
+		}
+	}
+	groups := [][]int{}
+	lead := len(optional) > 0 && optional[0] == 0
+	for m := range 1 << len(optional) { // bit j set: the stream's rows lack key optional[j]
+		g := 0
+		if lead && m&1 == 1 {
+			g = 1
+		}
+		if g == len(groups) {
+			groups = append(groups, nil)
+		}
+		groups[g] = append(groups[g], m)
+	}
+	backward := cur != nil && cur.Backward
+	if backward {
+		slices.Reverse(groups)
+	}
 	want := q.Count + 1
+	var rows []*searchDoc
+	for _, group := range groups {
+		got, err := s.mergedStreams(ctx, coll, q, base, keys, optional, group, cur, want-len(rows))
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, got...)
+		if len(rows) == want {
+			break
+		}
+	}
+	return rows, nil
+}
+
+// mergedStreams reads up to want rows of the streams masks (see
+// sortedRows) beyond cur, merged in the search order.
+func (s *Store) mergedStreams(ctx context.Context, coll engine.Collection, q *search.Query, base bson.D, keys []sortField, optional, masks []int, cur *searchCursor, want int) ([]*searchDoc, error) {
+	backward := cur != nil && cur.Backward
+	dir := 1
+	if backward {
+		dir = -1
+	}
+	var rows []*searchDoc
+	for _, m := range masks {
+		lacks := make([]bool, len(keys))
+		filter := bson.A{base}
+		for j, i := range optional {
+			k := keys[i]
+			if lacks[i] = m>>j&1 == 1; lacks[i] {
+				filter = append(filter, bson.D{{Key: k.path, Value: bson.D{{Key: "$exists", Value: false}}}})
+				continue
+			}
+			// the rows with a value, in terms the engine walks the path's index by
+			filter = append(filter, bson.D{{Key: k.path, Value: bson.D{{Key: "$gte", Value: k.least}}}})
+		}
+		if cur != nil {
+			beyond, ok := keyset(keys, lacks, cur)
+			if !ok {
+				continue // no row of the stream is beyond the cursor
+			}
+			filter = append(filter, beyond)
+		}
+		var present []sortField
+		for i, k := range keys {
+			if !lacks[i] {
+				present = append(present, k)
+			}
+		}
+		f := base
+		if len(filter) > 1 {
+			f = bson.D{{Key: "$and", Value: filter}}
+		}
+		got, err := s.searchRows(ctx, coll, q, f, orderBy(present, dir), false, want)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, got...)
+	}
+	if len(masks) > 1 {
+		slices.SortStableFunc(rows, func(a, b *searchDoc) int {
+			return dir * compareRows(keys, positionOf(a, keys, false), positionOf(b, keys, false))
+		})
+	}
+	return rows[:min(len(rows), want)], nil
+}
+
+// keyset is the condition on a stream's rows (lacks: the keys they have
+// no value of) of being beyond the cursor in the search order (before
+// it, reading backwards): some key orders them after it and every key
+// before that ties, where a missing value ties a missing one and follows
+// any value. ok is false when no row of the stream can be beyond it.
+func keyset(keys []sortField, lacks []bool, c *searchCursor) (beyond bson.D, ok bool) {
+	alts := bson.A{}
+	prefix := bson.D{}
+	for i := 0; i <= len(keys); i++ {
+		path, v, desc, rowLacks := "_id", any(c.ID), false, false
+		if i < len(keys) {
+			path, v, desc, rowLacks = keys[i].path, c.Values[i], keys[i].desc, lacks[i]
+		}
+		curLacks := v == nil && i < len(keys)
+		// the row follows (precedes) the cursor at key i
+		switch {
+		case rowLacks && !curLacks && !c.Backward: // a missing value follows any
+			alts = append(alts, prefix)
+		case rowLacks, curLacks && !c.Backward:
+		case curLacks: // reading backwards: any value precedes a missing one
+			alts = append(alts, prefix)
+		default:
+			op := "$gt"
+			if desc != c.Backward {
+				op = "$lt"
+			}
+			alts = append(alts, append(slices.Clone(prefix), bson.E{Key: path, Value: bson.D{{Key: op, Value: v}}}))
+		}
+		// ties at key i: both missing, or the same value
+		switch {
+		case i == len(keys), rowLacks != curLacks:
+			return orOf(alts)
+		case !rowLacks:
+			prefix = append(slices.Clone(prefix), bson.E{Key: path, Value: v})
+		}
+	}
+	return orOf(alts)
+}
+
+// orOf is the disjunction of alts (false when there are none).
+func orOf(alts bson.A) (bson.D, bool) {
+	if len(alts) == 0 {
+		return nil, false
+	}
+	return bson.D{{Key: "$or", Value: alts}}, true
+}
+
+// compareRows orders two rows' positions in the search order: by each
+// key in its direction, a missing value after any, then by id.
+func compareRows(keys []sortField, a, b searchCursor) int {
+	for i, k := range keys {
+		va, vb := a.Values[i], b.Values[i]
+		switch {
+		case va == nil && vb == nil:
+			continue
+		case va == nil:
+			return 1
+		case vb == nil:
+			return -1
+		}
+		c := compareValues(va, vb)
+		if k.desc {
+			c = -c
+		}
+		if c != 0 {
+			return c
+		}
+	}
+	return strings.Compare(a.ID, b.ID)
+}
+
+// searchRows reads up to want matching rows in order, dropping the false
+// positives the post-filter finds, reading on until it has want. With
+// keysOnly, the rows hold their sort values and no resource.
+func (s *Store) searchRows(ctx context.Context, coll engine.Collection, q *search.Query, filter, order bson.D, keysOnly bool, want int) ([]*searchDoc, error) {
 	var kept []*searchDoc
 	for skip := int64(0); ; {
 		limit := int64(want - len(kept))

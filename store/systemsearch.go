@@ -136,7 +136,7 @@ func (s *Store) systemRows(ctx context.Context, tenant string, qs []*search.Quer
 		if len(rows) == want {
 			filter = upTo(filter, keys[0], rows[want-1].pos.Values[0])
 		}
-		docs, err := s.searchRows(ctx, s.tenantDB(tenant).Collection(q.Type), q, filter, orderBy(keys, 1), true)
+		docs, err := s.searchRows(ctx, s.tenantDB(tenant).Collection(q.Type), q, filter, orderBy(keys, 1), true, want)
 		if err != nil {
 			return nil, err
 		}

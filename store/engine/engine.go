@@ -31,9 +31,9 @@
 // order), numbers with numbers, times with times, bools with bools.
 // Equality with nil matches a missing or null field; $gt, $lt and the
 // other comparisons with nil match nothing. So keyset paging cannot step
-// past documents that lack a sort value: the store gives every sortable
-// parameter a value (sentinels that sort last both ways, see package
-// store's index.go).
+// past documents that lack a sort value: the store reads those with and
+// those without a value of a sort key separately (see package store's
+// sortedRows).
 //
 // # Sorts, projections
 //

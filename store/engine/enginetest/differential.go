@@ -233,7 +233,7 @@ func testKeysetPaging(t *testing.T, db engine.Database) {
 	}
 	// A keyset condition never matches a missing value ($lt null matches
 	// nothing): the filters keep to documents that have the sort values,
-	// as the store's rows do (their sort values have sentinels).
+	// as the store's searches do (they read the rows without one apart).
 	dated := bson.E{Key: "sort.date.d", Value: bson.D{{Key: "$exists", Value: true}}}
 	for _, tc := range []struct {
 		filter bson.D

@@ -102,8 +102,8 @@ func (p *planner) find(ctx context.Context, x expr, keys []sortKey, want int64) 
 	}
 	walk := keys[0]
 	steps := []stepFunc{ready(p.walkPath(cs, keys, st))}
-	if all := st.paths[walk.path].n; st.docs == all {
-		return steps, nil // every document has a value to walk
+	if all := st.paths[walk.path].n; st.docs == all || needsScalar(cs, walk.path) {
+		return steps, nil // every document (that can match) has a value to walk
 	}
 	// Documents without a value at the path sort as null: first ascending,
 	// last descending. They are read by a plan of their own.
@@ -122,6 +122,17 @@ func (p *planner) find(ctx context.Context, x expr, keys []sortKey, want int64) 
 		return append(steps, missing), nil
 	}
 	return append([]stepFunc{missing}, steps...), nil
+}
+
+// needsScalar tells whether one of the conjuncts cs holds only for
+// documents with a scalar at path: a comparison with a value there.
+func needsScalar(cs []expr, path string) bool {
+	for _, c := range cs {
+		if f, ok := c.(*fieldExpr); ok && f.path == path && f.op != opExists && f.op != opNull {
+			return true
+		}
+	}
+	return false
 }
 
 // driven reads the matches of the conjunct cs[drive] (every document when

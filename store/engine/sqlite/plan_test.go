@@ -2,9 +2,14 @@ package sqlite
 
 import (
 	"context"
+	"fhirstore/store/engine"
+	"fmt"
+	"math"
 	"math/rand/v2"
 	"strings"
 	"testing"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
 // TestHotPlans checks the plan of each of the store's hot queries on a
@@ -161,5 +166,68 @@ func TestPlanChoices(t *testing.T) {
 	sql, _ := planOf(t, c, q, q.filter(rand.New(rand.NewPCG(1, 1))))
 	if !strings.Contains(sql, "NOT IN (SELECT rid FROM") {
 		t.Errorf("%s with deleted documents:\n%s", q.name, sql)
+	}
+}
+
+// TestWalkOfValuesOnlyHasOneStep sorts documents of which some lack the
+// sort path: the documents without it are read by a plan of their own,
+// unless the filter holds only for documents with a value there (the
+// store's "at least the least value" condition), when the walk is all.
+func TestWalkOfValuesOnlyHasOneStep(t *testing.T) {
+	ctx := context.Background()
+	e := openTest(t, Options{})
+	c := e.Database("walk").Collection("Observation").(*collection)
+	var docs []any
+	for i := range 400 {
+		d := bson.D{{Key: "_id", Value: fmt.Sprintf("o%03d", i)}, {Key: "code", Value: "c"}}
+		if i%2 == 0 {
+			d = append(d, bson.E{Key: "date", Value: float64(i)})
+		}
+		docs = append(docs, d)
+	}
+	if err := c.InsertMany(ctx, docs); err != nil {
+		t.Fatal(err)
+	}
+	order := bson.D{{Key: "date", Value: -1}, {Key: "_id", Value: 1}}
+	for _, tc := range []struct {
+		name   string
+		filter bson.D
+		steps  int
+		first  string
+		n      int
+	}{
+		{"every document", bson.D{}, 2, "o398", 400},
+		{"documents with a date", bson.D{{Key: "date", Value: bson.D{{Key: "$gte", Value: -math.MaxFloat64}}}}, 1, "o398", 200},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			x, err := compileFilter(tc.filter)
+			if err != nil {
+				t.Fatal(err)
+			}
+			keys, err := parseSort(order)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, release, err := c.reader(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			steps, err := p.find(ctx, x, keys, 5)
+			release()
+			if err != nil || len(steps) != tc.steps {
+				t.Fatalf("%d steps (%v), want %d", len(steps), err, tc.steps)
+			}
+			cur, err := c.Find(ctx, tc.filter, &engine.FindOptions{Sort: order})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []bson.M
+			if err := engine.All(ctx, cur, &got); err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != tc.n || got[0]["_id"] != tc.first {
+				t.Fatalf("%d documents, the first %v; want %d, the first %s", len(got), got[0]["_id"], tc.n, tc.first)
+			}
+		})
 	}
 }
