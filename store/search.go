@@ -325,30 +325,11 @@ func decodeSearchCursor(s string) (*searchCursor, error) {
 }
 
 // beyondRow narrows filter to rows beyond the cursor in an order of keys
-// every row has a value of (or before it, reading backwards): (k1 > v1)
-// or (k1 = v1 and k2 > v2) ..., also keeping the cursor's own row when
-// orSame is set.
-func beyondRow(filter bson.D, keys []sortField, c *searchCursor, backward, orSame bool) bson.D {
-	alts := bson.A{}
-	for i := 0; i <= len(keys); i++ {
-		cond := bson.D{}
-		for j := 0; j < i; j++ {
-			cond = append(cond, bson.E{Key: keys[j].path, Value: c.Values[j]})
-		}
-		path, v, desc := "_id", any(c.ID), false
-		if i < len(keys) {
-			path, v, desc = keys[i].path, c.Values[i], keys[i].desc
-		}
-		op := "$gt"
-		if desc != backward {
-			op = "$lt"
-		}
-		if orSame && i == len(keys) {
-			op += "e"
-		}
-		alts = append(alts, append(cond, bson.E{Key: path, Value: bson.D{{Key: op, Value: v}}}))
-	}
-	return bson.D{{Key: "$and", Value: bson.A{filter, bson.D{{Key: "$or", Value: alts}}}}}
+// every row has a value of, also keeping the cursor's own row when orSame
+// is set.
+func beyondRow(filter bson.D, keys []sortField, c *searchCursor, orSame bool) bson.D {
+	beyond, _ := keyset(keys, make([]bool, len(keys)), c, orSame) // the _id alternative is always there
+	return bson.D{{Key: "$and", Value: bson.A{filter, beyond}}}
 }
 
 // sortedRows reads the next Count+1 rows of the search beyond cur (or
@@ -421,7 +402,7 @@ func (s *Store) mergedStreams(ctx context.Context, coll engine.Collection, q *se
 			filter = append(filter, bson.D{{Key: k.path, Value: bson.D{{Key: "$gte", Value: k.least}}}})
 		}
 		if cur != nil {
-			beyond, ok := keyset(keys, lacks, cur)
+			beyond, ok := keyset(keys, lacks, cur, false)
 			if !ok {
 				continue // no row of the stream is beyond the cursor
 			}
@@ -455,8 +436,9 @@ func (s *Store) mergedStreams(ctx context.Context, coll engine.Collection, q *se
 // no value of) of being beyond the cursor in the search order (before
 // it, reading backwards): some key orders them after it and every key
 // before that ties, where a missing value ties a missing one and follows
-// any value. ok is false when no row of the stream can be beyond it.
-func keyset(keys []sortField, lacks []bool, c *searchCursor) (beyond bson.D, ok bool) {
+// any value; with orSame, the cursor's own row too. ok is false when no
+// row of the stream can be beyond it.
+func keyset(keys []sortField, lacks []bool, c *searchCursor, orSame bool) (beyond bson.D, ok bool) {
 	alts := bson.A{}
 	prefix := bson.D{}
 	for i := 0; i <= len(keys); i++ {
@@ -476,6 +458,9 @@ func keyset(keys []sortField, lacks []bool, c *searchCursor) (beyond bson.D, ok 
 			op := "$gt"
 			if desc != c.Backward {
 				op = "$lt"
+			}
+			if orSame && i == len(keys) {
+				op += "e"
 			}
 			alts = append(alts, append(slices.Clone(prefix), bson.E{Key: path, Value: bson.D{{Key: op, Value: v}}}))
 		}

@@ -44,7 +44,7 @@ func (s *Store) SearchSystem(ctx context.Context, tenant string, qs []*search.Qu
 	if err != nil {
 		return nil, err
 	}
-	if cur != nil && (cur.Backward || cur.Type == "" || len(cur.Values) != len(keys)) {
+	if cur != nil && (cur.Backward || cur.Type == "" || len(cur.Values) != len(keys) || slices.Contains(cur.Values, nil)) {
 		return nil, ErrBadCursor
 	}
 	if qs, err = s.heldTypes(ctx, tenant, qs); err != nil {
@@ -131,7 +131,7 @@ func (s *Store) systemRows(ctx context.Context, tenant string, qs []*search.Quer
 		if cur != nil {
 			// The cursor's own (values, id) is a row of another type, or of
 			// this one when its type sorts first; later types keep an equal row.
-			filter = beyondRow(filter, keys, cur, false, q.Type > cur.Type)
+			filter = beyondRow(filter, keys, cur, q.Type > cur.Type)
 		}
 		if len(rows) == want {
 			filter = upTo(filter, keys[0], rows[want-1].pos.Values[0])
