@@ -1,12 +1,15 @@
 package server_test
 
 import (
+	"encoding/base64"
 	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
 	"testing"
 	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
 // systemFixtures are resources of several types for the system search
@@ -185,6 +188,11 @@ func TestSystemSearchIncludes(t *testing.T) {
 func TestSystemSearchErrors(t *testing.T) {
 	e, _ := systemEnv(t)
 	strict := map[string]string{"Prefer": "handling=strict"}
+	// a well-formed cursor whose sort value is missing: no row of a system search lacks one
+	noValue, err := bson.Marshal(bson.D{{Key: "v", Value: bson.A{nil}}, {Key: "i", Value: "sp1"}, {Key: "t", Value: "Patient"}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name   string
 		req    request
@@ -196,6 +204,7 @@ func TestSystemSearchErrors(t *testing.T) {
 		{"an unknown _type", request{Path: "?_type=Foo"}, http.StatusBadRequest, "_type"},
 		{"a malformed _lastUpdated", request{Path: "?_lastUpdated=yesterday"}, http.StatusBadRequest, "_lastUpdated"},
 		{"a forged cursor", request{Path: "?_cursor=abc"}, http.StatusBadRequest, "_cursor"},
+		{"a cursor without a sort value", request{Path: "?_cursor=" + base64.RawURLEncoding.EncodeToString(noValue)}, http.StatusBadRequest, "_cursor"},
 		{"a bad _count", request{Path: "?_count=0"}, http.StatusBadRequest, "_count"},
 		{"a functional list", request{Path: "?_list=$current-problems"}, http.StatusBadRequest, "_list"},
 		{"a functional list on a type", request{Path: "/Condition?_list=$current-problems"}, http.StatusBadRequest, "_list"},
