@@ -37,7 +37,9 @@
 // A parameter with no value in the resource has no idx field, which is what
 // :missing tests. Sorting uses scalars in sort[code]: {a: lowest value, d:
 // highest value} (strings folded, dates and numbers by lo and hi), because
-// sorting through arrays of objects is not portable.
+// sorting through arrays of objects is not portable. A parameter with no
+// value has no sort field either: the store reads the rows without one
+// after the others, whichever the direction.
 //
 // # Deferred parts and _filter
 //
