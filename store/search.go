@@ -349,15 +349,15 @@ func (s *Store) sortedRows(ctx context.Context, coll engine.Collection, q *searc
 			optional = append(optional, i)
 		}
 	}
-	groups := [][]int{}
+	groups := [][]int{nil} // the streams of rows that have the first key, then of those that lack it
 	lead := len(optional) > 0 && optional[0] == 0
+	if lead {
+		groups = append(groups, nil)
+	}
 	for m := range 1 << len(optional) { // bit j set: the stream's rows lack key optional[j]
 		g := 0
-		if lead && m&1 == 1 {
-			g = 1
-		}
-		if g == len(groups) {
-			groups = append(groups, nil)
+		if lead {
+			g = m & 1
 		}
 		groups[g] = append(groups[g], m)
 	}
@@ -425,9 +425,18 @@ func (s *Store) mergedStreams(ctx context.Context, coll engine.Collection, q *se
 		rows = append(rows, got...)
 	}
 	if len(masks) > 1 {
-		slices.SortStableFunc(rows, func(a, b *searchDoc) int {
-			return dir * compareRows(keys, positionOf(a, keys, false), positionOf(b, keys, false))
-		})
+		type positioned struct {
+			doc *searchDoc
+			pos searchCursor
+		}
+		ps := make([]positioned, len(rows))
+		for i, d := range rows {
+			ps[i] = positioned{d, positionOf(d, keys, false)}
+		}
+		slices.SortStableFunc(ps, func(a, b positioned) int { return dir * compareRows(keys, a.pos, b.pos) })
+		for i, p := range ps {
+			rows[i] = p.doc
+		}
 	}
 	return rows[:min(len(rows), want)], nil
 }
