@@ -228,9 +228,12 @@ const ptrSize = 4 << (^uintptr(0) >> 63) // 4 or 8
 type rows struct {
 	s    *stmt
 	stop func() bool // ends the context watch
-	done bool
-	err  error
-	ctx  context.Context
+	// interrupted is closed once the watch, when it fired, has interrupted
+	// the connection
+	interrupted chan struct{}
+	done        bool
+	err         error
+	ctx         context.Context
 }
 
 // query starts q with args; the caller must close the rows.
@@ -261,7 +264,9 @@ func (c *conn) start(ctx context.Context, s *stmt, args []any) (*rows, error) {
 	r := &rows{s: s, ctx: ctx}
 	if ctx.Done() != nil {
 		db := c.db
+		r.interrupted = make(chan struct{})
 		r.stop = context.AfterFunc(ctx, func() {
+			defer close(r.interrupted)
 			tls := libc.NewTLS()
 			sqlite3.Xsqlite3_interrupt(tls, db)
 			tls.Close()
@@ -296,8 +301,10 @@ func (r *rows) close() {
 		return
 	}
 	r.done = true
-	if r.stop != nil {
-		r.stop()
+	if r.stop != nil && !r.stop() {
+		// The watch fired: its interrupt must land before the connection
+		// runs anyone else's statement (it would stop that one instead).
+		<-r.interrupted
 	}
 	s := r.s
 	sqlite3.Xsqlite3_reset(s.c.tls, s.p)
