@@ -26,6 +26,7 @@ type conn struct {
 	stmts   map[string]*stmt
 	scratch uintptr // C memory values are copied through to be bound
 	size    int
+	codes   *fieldCodes // the writer's path numbers (nil on readers)
 }
 
 // stmtCacheSize bounds the statements a connection keeps prepared: a

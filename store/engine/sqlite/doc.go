@@ -30,12 +30,20 @@
 // A collection C is two tables, created on its first write:
 //
 //	"d_C" (rid INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, doc BLOB NOT NULL)
-//	"x_C" (f TEXT, v ANY, rid INTEGER, PRIMARY KEY (f, v, rid)) STRICT, WITHOUT ROWID
+//	"x_C" (f INTEGER, v ANY, rid INTEGER, PRIMARY KEY (f, v, rid)) STRICT, WITHOUT ROWID
 //	index "r_C" ON "x_C" (rid, f, v)
 //
 // d_C holds each document as inserted, returned verbatim; x_C its index
-// entries: one row per scalar leaf, f its dotted path (array elements
-// share their array's path, as in MongoDB), v its value. Each kind of
+// entries: one row per scalar leaf, f the number of its dotted path
+// (array elements share their array's path, as in MongoDB), v its value.
+// The shared table "_fields" (id, path) numbers the paths: a number
+// instead of the path makes the keys a third shorter, which at 100,000
+// resources made ingest 10–17% faster. Statements look a path's number
+// up in _fields themselves, so that every read sees the numbers of its
+// snapshot; the writer keeps them in memory, read again when the schema
+// changed (another process dropped the tables) and forgotten when a
+// transaction that numbered new paths rolled back. A file whose x tables
+// hold their paths as text (user_version 0) is converted when opened. Each kind of
 // value has a range of SQLite values of its own, so that a comparison
 // (an index range) never mixes kinds and no typeof() test is needed (it
 // tripled the cost of counting): numbers are REAL (int32, int64 and

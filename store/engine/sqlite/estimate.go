@@ -370,13 +370,13 @@ func (p *planner) countLeaf(b *builder, l any, limit int64) {
 // not equal its value, up to limit (twice: below and above it).
 func (p *planner) countOthers(b *builder, fe *fieldExpr, limit int64) {
 	b.WriteString("(SELECT count(*) FROM (SELECT 1 FROM " + p.n.x + " WHERE f = ")
-	b.arg(fe.path)
+	b.field(fe.path)
 	b.WriteString(" AND v < ")
 	b.arg(fe.vals[0])
 	b.WriteString(" LIMIT ")
 	b.arg(limit)
 	b.WriteString(")) + (SELECT count(*) FROM (SELECT 1 FROM " + p.n.x + " WHERE f = ")
-	b.arg(fe.path)
+	b.field(fe.path)
 	b.WriteString(" AND v > ")
 	b.arg(fe.vals[0])
 	b.WriteString(" AND v < " + minMark + " LIMIT ")

@@ -59,6 +59,11 @@ func openFile(dir, name string, readConns int) (*file, error) {
 	if err != nil {
 		return nil, classify("open "+path, err)
 	}
+	if err := upgrade(context.Background(), w); err != nil {
+		w.close()
+		return nil, classify("upgrade "+path, err)
+	}
+	w.codes = &fieldCodes{}
 	f := &file{
 		name:        name,
 		path:        path,
@@ -225,8 +230,13 @@ func (f *file) write(ctx context.Context, fn func(w *conn) error) (err error) {
 	if _, err := f.w.exec(ctx, "BEGIN IMMEDIATE"); err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
+	if err := f.w.codes.begin(ctx, f.w); err != nil {
+		_, _ = f.w.exec(context.WithoutCancel(ctx), "ROLLBACK")
+		return err
+	}
 	committed := false
 	defer func() { // also when fn panics
+		f.w.codes.end(committed)
 		if committed {
 			return
 		}
@@ -254,7 +264,8 @@ func createTables(ctx context.Context, w *conn, n names) error {
 		"CREATE TABLE IF NOT EXISTS " + pathsTable + " (c TEXT NOT NULL, f TEXT NOT NULL, n INTEGER NOT NULL, e INTEGER NOT NULL, PRIMARY KEY (c, f)) WITHOUT ROWID",
 		"CREATE TABLE IF NOT EXISTS " + indexesTable + " (c TEXT NOT NULL, name TEXT NOT NULL, keys BLOB, PRIMARY KEY (c, name)) WITHOUT ROWID",
 		"CREATE TABLE IF NOT EXISTS " + n.d + " (rid INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, doc BLOB NOT NULL)",
-		"CREATE TABLE IF NOT EXISTS " + n.x + " (f TEXT NOT NULL, v ANY NOT NULL, rid INTEGER NOT NULL, PRIMARY KEY (f, v, rid)) STRICT, WITHOUT ROWID",
+		createFieldsTable,
+		"CREATE TABLE IF NOT EXISTS " + n.x + " (f INTEGER NOT NULL, v ANY NOT NULL, rid INTEGER NOT NULL, PRIMARY KEY (f, v, rid)) STRICT, WITHOUT ROWID",
 		"CREATE INDEX IF NOT EXISTS " + n.r + " ON " + n.x + " (rid, f, v)",
 	}
 	for _, s := range stmts {

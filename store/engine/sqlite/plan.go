@@ -326,7 +326,7 @@ func (p *planner) walkPath(cs []expr, keys []sortKey, st *stats) *step {
 	where := q.where
 	q.where = builder{}
 	q.where.WriteString(" AND s.f = ")
-	q.where.arg(k.path)
+	q.where.field(k.path)
 	sp := spanAll(cs, k.path)
 	if sp.lo.set {
 		q.where.WriteString(" AND s.v " + sp.lo.cmp(false) + " ")
@@ -364,7 +364,7 @@ func (p *planner) sortValue(q *query, b *builder, k sortKey, rid string, st *sta
 	if join && st.single(k.path) {
 		a := q.alias("k")
 		q.from.WriteString(" LEFT JOIN " + p.n.x + " AS " + a + " INDEXED BY " + p.n.r + " ON " + a + ".rid = " + rid + " AND " + a + ".f = ")
-		q.from.arg(k.path)
+		q.from.field(k.path)
 		q.from.WriteString(" AND " + a + ".v < " + minMark)
 		b.WriteString(a + ".v")
 		return
@@ -374,7 +374,7 @@ func (p *planner) sortValue(q *query, b *builder, k sortKey, rid string, st *sta
 		agg = "max"
 	}
 	b.WriteString("(SELECT " + agg + "(v) FROM " + p.n.x + " INDEXED BY " + p.n.r + " WHERE rid = " + rid + " AND f = ")
-	b.arg(k.path)
+	b.field(k.path)
 	b.WriteString(" AND v < " + minMark + ")")
 }
 
@@ -473,11 +473,11 @@ func (p *planner) distinct(ctx context.Context, x expr, fields []string) (*step,
 // value at its path.
 func (p *planner) others(b *builder, fe *fieldExpr) {
 	b.WriteString("SELECT rid FROM " + p.n.x + " WHERE f = ")
-	b.arg(fe.path)
+	b.field(fe.path)
 	b.WriteString(" AND v < ")
 	b.arg(fe.vals[0])
 	b.WriteString(" UNION ALL SELECT rid FROM " + p.n.x + " WHERE f = ")
-	b.arg(fe.path)
+	b.field(fe.path)
 	b.WriteString(" AND v > ")
 	b.arg(fe.vals[0])
 	b.WriteString(" AND v < " + minMark)

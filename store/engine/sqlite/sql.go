@@ -85,19 +85,19 @@ func (b *builder) entryCond(alias string, fe *fieldExpr) {
 	}
 	if fe.op == opExists {
 		// entries at the path, or below it: path + "." + ...
-		b.WriteString(f + " >= ")
+		b.WriteString(f + " IN (SELECT id FROM " + fieldsTable + " WHERE path >= ")
 		b.arg(fe.path)
-		b.WriteString(" AND " + f + " < ")
+		b.WriteString(" AND path < ")
 		b.arg(fe.path + "/")
-		b.WriteString(" AND (" + f + " = ")
+		b.WriteString(" AND (path = ")
 		b.arg(fe.path)
-		b.WriteString(" OR " + f + " >= ")
+		b.WriteString(" OR path >= ")
 		b.arg(fe.path + ".")
-		b.WriteString(")")
+		b.WriteString("))")
 		return
 	}
 	b.WriteString(f + " = ")
-	b.arg(fe.path)
+	b.field(fe.path)
 	b.WriteString(" AND ")
 	b.valueCond(v, fe.op, fe.kind, fe.vals)
 }

@@ -214,6 +214,130 @@ func TestSharedFiles(t *testing.T) {
 	if n, err := cb.Count(ctx, bson.D{{Key: "k", Value: "b"}}); err != nil || n != 1 {
 		t.Errorf("the other engine counts %d %v", n, err)
 	}
+	// After another drop, the other engine numbers a path this one knew
+	// by another number: each finds what was written under each path.
+	if err := b.Database("t").Drop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := cb.InsertOne(ctx, bson.D{{Key: "_id", Value: "3"}, {Key: "m", Value: "b"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ca.InsertOne(ctx, bson.D{{Key: "_id", Value: "4"}, {Key: "k", Value: "b"}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []engine.Collection{ca, cb} {
+		for path, want := range map[string]string{"k": "4", "m": "3"} {
+			got := findIDs(t, c, bson.D{{Key: path, Value: "b"}}, nil)
+			if fmt.Sprint(got) != "["+want+"]" {
+				t.Errorf("%s = b: %v, want [%s]", path, got, want)
+			}
+		}
+	}
+}
+
+// TestUpgradeFromTextPaths opens a file whose index entries hold their
+// paths as text (the format before numbered paths) and finds it
+// converted: every query answers as before, and writes go on.
+func TestUpgradeFromTextPaths(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	e, err := Open(ctx, dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := e.Database("t").Collection("C")
+	var docs []any
+	for i := range 20 {
+		docs = append(docs, bson.D{{Key: "_id", Value: fmt.Sprintf("%02d", i)}, {Key: "n", Value: i},
+			{Key: "tag", Value: bson.A{fmt.Sprint("t", i%3), "all"}}, {Key: "sub", Value: bson.D{{Key: "odd", Value: i%2 == 1}}}})
+	}
+	if err := c.InsertMany(ctx, docs); err != nil {
+		t.Fatal(err)
+	}
+	queries := []struct {
+		filter bson.D
+		sort   bson.D
+	}{
+		{bson.D{{Key: "tag", Value: "t1"}}, nil},
+		{bson.D{{Key: "n", Value: bson.D{{Key: "$gte", Value: 15}}}}, bson.D{{Key: "n", Value: -1}}},
+		{bson.D{{Key: "sub", Value: bson.D{{Key: "$exists", Value: true}}}, {Key: "sub.odd", Value: true}}, bson.D{{Key: "n", Value: 1}}},
+		{bson.D{{Key: "tag", Value: "all"}}, bson.D{{Key: "tag", Value: 1}, {Key: "n", Value: -1}}},
+	}
+	before := make([]string, len(queries))
+	for i, q := range queries {
+		before[i] = fmt.Sprint(findIDs(t, c, q.filter, q.sort))
+	}
+	if err := e.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w, err := openConn(filepath.Join(dir, "t.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{
+		`CREATE TABLE "x_C.old" (f TEXT NOT NULL, v ANY NOT NULL, rid INTEGER NOT NULL, PRIMARY KEY (f, v, rid)) STRICT, WITHOUT ROWID`,
+		`INSERT INTO "x_C.old" SELECT p.path, x.v, x.rid FROM "x_C" AS x JOIN "_fields" AS p ON p.id = x.f`,
+		`DROP TABLE "x_C"`,
+		`ALTER TABLE "x_C.old" RENAME TO "x_C"`,
+		`CREATE INDEX "r_C" ON "x_C" (rid, f, v)`,
+		`DROP TABLE "_fields"`,
+		`PRAGMA user_version = 0`,
+	} {
+		if err := w.run(ctx, s); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
+	w.close()
+
+	e, err = Open(ctx, dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close(ctx)
+	c = e.Database("t").Collection("C")
+	for i, q := range queries {
+		if got := fmt.Sprint(findIDs(t, c, q.filter, q.sort)); got != before[i] {
+			t.Errorf("%v sorted %v: %s after the upgrade, %s before", q.filter, q.sort, got, before[i])
+		}
+	}
+	if err := c.InsertOne(ctx, bson.D{{Key: "_id", Value: "new"}, {Key: "tag", Value: "t1"}, {Key: "other", Value: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(findIDs(t, c, bson.D{{Key: "tag", Value: "t1"}, {Key: "other", Value: 1}}, nil)); got != "[new]" {
+		t.Errorf("a document written after the upgrade: %s", got)
+	}
+	r, err := openConn(filepath.Join(dir, "t.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.close()
+	var version int64
+	var typ string
+	if _, err := r.queryRow(ctx, `SELECT (SELECT user_version FROM pragma_user_version), (SELECT type FROM pragma_table_info('x_C') WHERE name = 'f')`, nil, &version, &typ); err != nil {
+		t.Fatal(err)
+	}
+	if version != formatVersion || typ != "INTEGER" {
+		t.Errorf("after the upgrade: user_version %d, f %s", version, typ)
+	}
+}
+
+// findIDs lists the _id of the documents matching filter, in sort's order.
+func findIDs(t *testing.T, c engine.Collection, filter, sort bson.D) []string {
+	t.Helper()
+	cur, err := c.Find(context.Background(), filter, &engine.FindOptions{Sort: sort})
+	if err != nil {
+		t.Fatalf("find %v: %v", filter, err)
+	}
+	defer cur.Close(context.Background())
+	var ids []string
+	for cur.Next(context.Background()) {
+		id, _ := cur.Current().Lookup("_id").StringValueOK()
+		ids = append(ids, id)
+	}
+	if err := cur.Err(); err != nil {
+		t.Fatalf("find %v: %v", filter, err)
+	}
+	return ids
 }
 
 // TestManyValues checks long $in lists (sent as one JSON array) and

@@ -153,7 +153,11 @@ type entryRows struct {
 // add adds the entries of document rid, inserting full statements' worth.
 func (r *entryRows) add(ctx context.Context, w *conn, rid int64, entries []entry) error {
 	for _, e := range entries {
-		r.args = append(r.args, e.f, e.v, rid)
+		f, err := w.codes.code(ctx, w, e.f)
+		if err != nil {
+			return err
+		}
+		r.args = append(r.args, f, e.v, rid)
 		if len(r.args) == 3*entriesPerInsert {
 			if err := r.flush(ctx, w); err != nil {
 				return err
@@ -185,7 +189,11 @@ func (r *entryRows) flush(ctx context.Context, w *conn) error {
 
 func (c *collection) deleteEntries(ctx context.Context, w *conn, rid int64, entries []entry) error {
 	for _, e := range entries {
-		if _, err := w.exec(ctx, "DELETE FROM "+c.n.x+" WHERE f = ? AND v = ? AND rid = ?", e.f, e.v, rid); err != nil {
+		f, err := w.codes.code(ctx, w, e.f)
+		if err != nil {
+			return err
+		}
+		if _, err := w.exec(ctx, "DELETE FROM "+c.n.x+" WHERE f = ? AND v = ? AND rid = ?", f, e.v, rid); err != nil {
 			return fmt.Errorf("delete index entries: %w", err)
 		}
 	}
