@@ -52,7 +52,10 @@ func benchSizes(b *testing.B) []int {
 }
 
 // syntheaCopy is patient bundle body with its Patient's family name made
-// unique to copy k, so that every copy is a different person to search for.
+// unique to copy k, so that every copy is a different person to search for,
+// and every time of day in it k minutes later: different people's records
+// do not share their instants, as copies of one timeline would (a search
+// sorted by date would otherwise meet every copy tied at each date).
 func syntheaCopy(b *testing.B, body []byte, k int) ([]byte, int) {
 	b.Helper()
 	var bundle map[string]any
@@ -72,11 +75,43 @@ func syntheaCopy(b *testing.B, body []byte, k int) ([]byte, int) {
 			name["family"] = fmt.Sprintf("%sc%d", name["family"], k)
 		}
 	}
+	shiftTimes(bundle, time.Duration(k)*time.Minute)
 	out, err := json.Marshal(bundle)
 	if err != nil {
 		b.Fatal(err)
 	}
 	return out, len(entries)
+}
+
+// shiftTimes moves every dateTime and instant with a time of day in v
+// (decoded JSON) by d, keeping its layout; dates without a time stay.
+func shiftTimes(v any, d time.Duration) {
+	shift := func(s string) string {
+		for _, layout := range []string{time.RFC3339, "2006-01-02T15:04:05.000Z07:00"} {
+			if t, err := time.Parse(layout, s); err == nil && len(s) == len(t.Format(layout)) {
+				return t.Add(d).Format(layout)
+			}
+		}
+		return s
+	}
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			if s, ok := e.(string); ok {
+				x[k] = shift(s)
+			} else {
+				shiftTimes(e, d)
+			}
+		}
+	case []any:
+		for i, e := range x {
+			if s, ok := e.(string); ok {
+				x[i] = shift(s)
+			} else {
+				shiftTimes(e, d)
+			}
+		}
+	}
 }
 
 // commandLog records the finds and counts the store sends while on,
