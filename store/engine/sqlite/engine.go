@@ -119,7 +119,7 @@ func (e *Engine) file(ctx context.Context, name string) (*file, error) {
 	if f, ok := e.files[name]; ok {
 		return f, nil
 	}
-	f, err := openFile(e.dir, name, e.opts.ReadConns)
+	f, err := openFile(e.dir, name, e.opts.ReadConns, e.log)
 	if err != nil {
 		return nil, err
 	}

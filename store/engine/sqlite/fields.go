@@ -91,37 +91,39 @@ func (b *builder) field(path string) {
 const createFieldsTable = "CREATE TABLE IF NOT EXISTS " + fieldsTable + " (id INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE)"
 
 // upgrade converts a file whose x tables store paths as text (version 0)
-// to numbered paths, in one transaction, and marks it formatVersion.
-func upgrade(ctx context.Context, w *conn) error {
+// to numbered paths, in one transaction, and marks it formatVersion; it
+// returns how many collections it converted.
+func upgrade(ctx context.Context, w *conn) (int, error) {
 	var v int64
 	if _, err := w.queryRow(ctx, "PRAGMA user_version", nil, &v); err != nil {
-		return fmt.Errorf("read the file's version: %w", err)
+		return 0, fmt.Errorf("read the file's version: %w", err)
 	}
 	if v >= formatVersion {
-		return nil
+		return 0, nil
 	}
 	if _, err := w.exec(ctx, "BEGIN IMMEDIATE"); err != nil {
-		return fmt.Errorf("begin: %w", err)
+		return 0, fmt.Errorf("begin: %w", err)
 	}
-	if err := convertTables(ctx, w); err != nil {
+	n, err := convertTables(ctx, w)
+	if err != nil {
 		_, _ = w.exec(context.WithoutCancel(ctx), "ROLLBACK")
-		return err
+		return 0, err
 	}
 	if _, err := w.exec(ctx, "COMMIT"); err != nil {
 		_, _ = w.exec(context.WithoutCancel(ctx), "ROLLBACK")
-		return fmt.Errorf("commit: %w", err)
+		return 0, fmt.Errorf("commit: %w", err)
 	}
-	return nil
+	return n, nil
 }
 
 // convertTables numbers the paths of every x table storing them as text.
-func convertTables(ctx context.Context, w *conn) error {
+func convertTables(ctx context.Context, w *conn) (int, error) {
 	if err := w.run(ctx, createFieldsTable); err != nil {
-		return fmt.Errorf("create %s: %w", fieldsTable, err)
+		return 0, fmt.Errorf("create %s: %w", fieldsTable, err)
 	}
 	r, err := w.query(ctx, "SELECT substr(name, 3) FROM sqlite_schema AS s WHERE type = 'table' AND name LIKE 'x\\_%' ESCAPE '\\' AND (SELECT type FROM pragma_table_info(s.name) WHERE name = 'f') = 'TEXT'", nil)
 	if err != nil {
-		return fmt.Errorf("list the tables to convert: %w", err)
+		return 0, fmt.Errorf("list the tables to convert: %w", err)
 	}
 	var colls []string
 	for r.next() {
@@ -129,14 +131,14 @@ func convertTables(ctx context.Context, w *conn) error {
 	}
 	r.close()
 	if r.err != nil {
-		return fmt.Errorf("list the tables to convert: %w", r.err)
+		return 0, fmt.Errorf("list the tables to convert: %w", r.err)
 	}
 	for _, coll := range colls {
 		if err := convertTable(ctx, w, namesOf(coll)); err != nil {
-			return fmt.Errorf("convert the index entries of %s: %w", coll, err)
+			return 0, fmt.Errorf("convert the index entries of %s: %w", coll, err)
 		}
 	}
-	return w.run(ctx, fmt.Sprintf("PRAGMA user_version = %d", formatVersion))
+	return len(colls), w.run(ctx, fmt.Sprintf("PRAGMA user_version = %d", formatVersion))
 }
 
 // convertTable rewrites one x table with numbered paths.

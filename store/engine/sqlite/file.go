@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"go.uber.org/zap"
 	sqlite3 "modernc.org/sqlite/lib"
 )
 
@@ -52,16 +53,23 @@ type file struct {
 	closed bool
 }
 
-// openFile opens (creating it if need be) the file of database name in dir.
-func openFile(dir, name string, readConns int) (*file, error) {
+// openFile opens (creating it if need be) the file of database name in
+// dir, converting a file of an older format (logged to log).
+func openFile(dir, name string, readConns int, log *zap.Logger) (*file, error) {
 	path := filepath.Join(dir, name+".db")
 	w, err := openConn(path, append(append([]string{}, pragmas...), writerPragmas...))
 	if err != nil {
 		return nil, classify("open "+path, err)
 	}
-	if err := upgrade(context.Background(), w); err != nil {
+	start := time.Now()
+	converted, err := upgrade(context.Background(), w)
+	if err != nil {
 		w.close()
 		return nil, classify("upgrade "+path, err)
+	}
+	if converted > 0 {
+		log.Info("converted the index entries of an older file to numbered paths",
+			zap.String("file", path), zap.Int("collections", converted), zap.Duration("took", time.Since(start)))
 	}
 	w.codes = &fieldCodes{}
 	f := &file{

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"fhirstore/store/engine"
 	"fhirstore/store/engine/enginetest"
@@ -289,7 +291,8 @@ func TestUpgradeFromTextPaths(t *testing.T) {
 	}
 	w.close()
 
-	e, err = Open(ctx, dir, Options{})
+	core, logs := observer.New(zap.InfoLevel)
+	e, err = Open(ctx, dir, Options{Logger: zap.New(core)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -318,6 +321,9 @@ func TestUpgradeFromTextPaths(t *testing.T) {
 	}
 	if version != formatVersion || typ != "INTEGER" {
 		t.Errorf("after the upgrade: user_version %d, f %s", version, typ)
+	}
+	if got := logs.FilterMessageSnippet("converted").Len(); got != 1 {
+		t.Errorf("%d log lines about the conversion, want 1: %v", got, logs.All())
 	}
 }
 
