@@ -84,34 +84,26 @@ func syntheaCopy(b *testing.B, body []byte, k int) ([]byte, int) {
 }
 
 // shiftTimes moves every dateTime and instant with a time of day in v
-// (decoded JSON) by d, keeping its layout; dates without a time stay.
-func shiftTimes(v any, d time.Duration) {
-	shift := func(s string) string {
+// (decoded JSON) by d, keeping its layout; dates without a time stay. It
+// returns v, changed in place where it is a map or a slice.
+func shiftTimes(v any, d time.Duration) any {
+	switch x := v.(type) {
+	case string:
 		for _, layout := range []string{time.RFC3339, "2006-01-02T15:04:05.000Z07:00"} {
-			if t, err := time.Parse(layout, s); err == nil && len(s) == len(t.Format(layout)) {
+			if t, err := time.Parse(layout, x); err == nil && len(x) == len(t.Format(layout)) {
 				return t.Add(d).Format(layout)
 			}
 		}
-		return s
-	}
-	switch x := v.(type) {
 	case map[string]any:
 		for k, e := range x {
-			if s, ok := e.(string); ok {
-				x[k] = shift(s)
-			} else {
-				shiftTimes(e, d)
-			}
+			x[k] = shiftTimes(e, d)
 		}
 	case []any:
 		for i, e := range x {
-			if s, ok := e.(string); ok {
-				x[i] = shift(s)
-			} else {
-				shiftTimes(e, d)
-			}
+			x[i] = shiftTimes(e, d)
 		}
 	}
+	return v
 }
 
 // commandLog records the finds and counts the store sends while on,

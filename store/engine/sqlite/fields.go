@@ -91,29 +91,22 @@ func (b *builder) field(path string) {
 const createFieldsTable = "CREATE TABLE IF NOT EXISTS " + fieldsTable + " (id INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE)"
 
 // upgrade converts a file whose x tables store paths as text (version 0)
-// to numbered paths, in one transaction, and marks it formatVersion; it
-// returns how many collections it converted.
-func upgrade(ctx context.Context, w *conn) (int, error) {
+// to numbered paths, in one write transaction, and marks it
+// formatVersion; it returns how many collections it converted.
+func (f *file) upgrade(ctx context.Context) (int, error) {
 	var v int64
-	if _, err := w.queryRow(ctx, "PRAGMA user_version", nil, &v); err != nil {
+	if _, err := f.w.queryRow(ctx, "PRAGMA user_version", nil, &v); err != nil {
 		return 0, fmt.Errorf("read the file's version: %w", err)
 	}
 	if v >= formatVersion {
 		return 0, nil
 	}
-	if _, err := w.exec(ctx, "BEGIN IMMEDIATE"); err != nil {
-		return 0, fmt.Errorf("begin: %w", err)
-	}
-	n, err := convertTables(ctx, w)
-	if err != nil {
-		_, _ = w.exec(context.WithoutCancel(ctx), "ROLLBACK")
-		return 0, err
-	}
-	if _, err := w.exec(ctx, "COMMIT"); err != nil {
-		_, _ = w.exec(context.WithoutCancel(ctx), "ROLLBACK")
-		return 0, fmt.Errorf("commit: %w", err)
-	}
-	return n, nil
+	var n int
+	err := f.write(ctx, func(w *conn) (err error) {
+		n, err = convertTables(ctx, w)
+		return err
+	})
+	return n, err
 }
 
 // convertTables numbers the paths of every x table storing them as text.

@@ -61,16 +61,6 @@ func openFile(dir, name string, readConns int, log *zap.Logger) (*file, error) {
 	if err != nil {
 		return nil, classify("open "+path, err)
 	}
-	start := time.Now()
-	converted, err := upgrade(context.Background(), w)
-	if err != nil {
-		w.close()
-		return nil, classify("upgrade "+path, err)
-	}
-	if converted > 0 {
-		log.Info("converted the index entries of an older file to numbered paths",
-			zap.String("file", path), zap.Int("collections", converted), zap.Duration("took", time.Since(start)))
-	}
 	w.codes = &fieldCodes{}
 	f := &file{
 		name:        name,
@@ -83,6 +73,16 @@ func openFile(dir, name string, readConns int, log *zap.Logger) (*file, error) {
 		tables:      map[string]bool{},
 	}
 	go f.checkpointer()
+	start := time.Now()
+	converted, err := f.upgrade(context.Background())
+	if err != nil {
+		_ = f.close()
+		return nil, classify("upgrade "+path, err)
+	}
+	if converted > 0 {
+		log.Info("converted the index entries of an older file to numbered paths",
+			zap.String("file", path), zap.Int("collections", converted), zap.Duration("took", time.Since(start)))
+	}
 	return f, nil
 }
 

@@ -21,7 +21,14 @@ import (
 // openTest opens an engine on a fresh directory, closed with the test.
 func openTest(t testing.TB, opts Options) *Engine {
 	t.Helper()
-	e, err := Open(context.Background(), t.TempDir(), opts)
+	return openAt(t, t.TempDir(), opts)
+}
+
+// openAt opens an engine on dir, closed with the test (if the test has not
+// closed it).
+func openAt(t testing.TB, dir string, opts Options) *Engine {
+	t.Helper()
+	e, err := Open(context.Background(), dir, opts)
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}
@@ -183,16 +190,8 @@ func TestUnavailable(t *testing.T) {
 func TestSharedFiles(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	a, err := Open(ctx, dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close(ctx)
-	b, err := Open(ctx, dir, Options{ReadConns: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close(ctx)
+	a := openAt(t, dir, Options{})
+	b := openAt(t, dir, Options{ReadConns: 1})
 	ca, cb := a.Database("t").Collection("Patient"), b.Database("t").Collection("Patient")
 	if err := ca.InsertOne(ctx, bson.D{{Key: "_id", Value: "1"}, {Key: "k", Value: "a"}}); err != nil {
 		t.Fatal(err)
@@ -243,10 +242,7 @@ func TestSharedFiles(t *testing.T) {
 func TestUpgradeFromTextPaths(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	e, err := Open(ctx, dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := openAt(t, dir, Options{})
 	c := e.Database("t").Collection("C")
 	var docs []any
 	for i := range 20 {
@@ -292,11 +288,7 @@ func TestUpgradeFromTextPaths(t *testing.T) {
 	w.close()
 
 	core, logs := observer.New(zap.InfoLevel)
-	e, err = Open(ctx, dir, Options{Logger: zap.New(core)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close(ctx)
+	e = openAt(t, dir, Options{Logger: zap.New(core)})
 	c = e.Database("t").Collection("C")
 	for i, q := range queries {
 		if got := fmt.Sprint(findIDs(t, c, q.filter, q.sort)); got != before[i] {
@@ -421,10 +413,7 @@ func TestManyConditions(t *testing.T) {
 func TestWritesReachTheFileInTheBackground(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	e, err := Open(ctx, dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := openAt(t, dir, Options{})
 	coll := e.Database("t").Collection("Binary")
 	docs := make([]any, 300)
 	for i := range docs {
@@ -451,11 +440,7 @@ func TestWritesReachTheFileInTheBackground(t *testing.T) {
 	if err := e.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	again, err := Open(ctx, dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer again.Close(ctx)
+	again := openAt(t, dir, Options{})
 	if n, err := again.Database("t").Collection("Binary").Count(ctx, bson.D{}); err != nil || n != int64(len(docs)) {
 		t.Fatalf("after opening again: %d documents, %v", n, err)
 	}
