@@ -47,6 +47,18 @@ func (r *Registry) ResourceTypes() []string {
 	return out
 }
 
+// WordListFields are the index fields holding word lists, sorted: an
+// engine may keep them in a full-text index of its own, as they are only
+// ever searched by equality and prefix.
+func WordListFields() []string {
+	out := make([]string, 0, len(textParams))
+	for code := range textParams {
+		out = append(out, "idx."+code)
+	}
+	sort.Strings(out)
+	return out
+}
+
 // IsWordList reports whether an index field holds a resource's word list
 // (_text, _content): one value per word, so as a whole it grows with the
 // resource's text.

@@ -15,6 +15,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.uber.org/zap"
 
+	"fhirstore/search"
 	"fhirstore/store/engine"
 	"fhirstore/store/engine/sqlite"
 	"fhirstore/store/ferretdb"
@@ -88,7 +89,7 @@ func copyLegacy(ctx context.Context, dataDir string, logger *zap.Logger) (int64,
 	if err := os.RemoveAll(tmp); err != nil {
 		return 0, fmt.Errorf("clear %s: %w", tmp, err)
 	}
-	eng, err := sqlite.Open(ctx, tmp, sqlite.Options{Logger: logger})
+	eng, err := sqlite.Open(ctx, tmp, sqlite.Options{Logger: logger, WordPaths: search.WordListFields()})
 	if err != nil {
 		return 0, err
 	}

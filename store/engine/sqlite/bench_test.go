@@ -222,7 +222,7 @@ func readAll(tb testing.TB, c *collection, filter bson.D, opts *engine.FindOptio
 func planOf(tb testing.TB, c *collection, q hotQuery, filter bson.D) (string, []any) {
 	tb.Helper()
 	ctx := context.Background()
-	x, err := compileFilter(filter)
+	x, err := c.compile(filter)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -33,7 +33,7 @@ func (c *collection) write(ctx context.Context, create bool, fn func(w *conn) er
 	for attempt := 0; ; attempt++ {
 		err = f.write(ctx, func(w *conn) error {
 			if create && !f.known(c.n.coll) {
-				if err := createTables(ctx, w, c.n); err != nil {
+				if err := createTables(ctx, w, c.n, c.e.words); err != nil {
 					return err
 				}
 			}
@@ -56,7 +56,7 @@ func (c *collection) write(ctx context.Context, create bool, fn func(w *conn) er
 // InsertOne adds doc; an existing _id is engine.ErrDuplicateKey.
 func (c *collection) InsertOne(ctx context.Context, doc any) error {
 	return c.e.observe(ctx, c.db, "insert", func() error {
-		p, err := prepare(doc)
+		p, err := prepare(doc, c.e.words)
 		if err == nil && p.id == "" {
 			err = fmt.Errorf("document without a string _id: %w", engine.ErrUnsupported)
 		}
@@ -79,7 +79,7 @@ func duplicate(id string, err error, dup bool) error {
 // _id exists are reported in a *engine.BulkError, the others inserted.
 func (c *collection) InsertMany(ctx context.Context, docs []any) error {
 	return c.e.observe(ctx, c.db, "insert", func() error {
-		ps, err := prepareAll(docs)
+		ps, err := prepareAll(docs, c.e.words)
 		if err != nil {
 			return fmt.Errorf("%s: %w", c.op("insert into"), err)
 		}
@@ -87,7 +87,7 @@ func (c *collection) InsertMany(ctx context.Context, docs []any) error {
 		err = c.write(ctx, true, func(w *conn) error {
 			failed = failed[:0]
 			d := pathDeltas{}
-			pending := &entryRows{c: c}
+			pending := &entryRows{n: c.n}
 			for i, p := range ps {
 				dup, err := c.insertDoc(ctx, w, p, pending)
 				if err != nil {
@@ -119,11 +119,11 @@ func (c *collection) InsertMany(ctx context.Context, docs []any) error {
 func (c *collection) ReplaceOne(ctx context.Context, filter bson.D, doc any, upsert bool) (bool, error) {
 	matched := false
 	err := c.e.observe(ctx, c.db, "update", func() error {
-		x, err := compileFilter(filter)
+		x, err := c.compile(filter)
 		if err != nil {
 			return fmt.Errorf("%s: %w", c.op("replace in"), err)
 		}
-		p, err := prepare(doc)
+		p, err := prepare(doc, c.e.words)
 		if err != nil {
 			return fmt.Errorf("%s: %w", c.op("replace in"), err)
 		}
@@ -160,15 +160,26 @@ func (c *collection) replace(ctx context.Context, w *conn, old *stored, p *prepa
 		return fmt.Errorf("index document %s: %w", old.id, err)
 	}
 	gone, added := diffEntries(oldEntries, p.entries)
+	gone, goneWords := c.e.words.split(gone)
+	added, addedWords := c.e.words.split(added)
 	if err := c.deleteEntries(ctx, w, old.rid, gone); err != nil {
 		return err
 	}
-	pending := &entryRows{c: c}
+	pending := &entryRows{n: c.n}
 	if err := pending.add(ctx, w, old.rid, added); err != nil {
 		return err
 	}
 	if err := pending.flush(ctx, w); err != nil {
 		return err
+	}
+	if len(goneWords) > 0 || len(addedWords) > 0 { // the word row is rewritten whole
+		_, oldWords := c.e.words.split(oldEntries)
+		if err := dropWords(ctx, w, c.n, old.rid, oldWords); err != nil {
+			return err
+		}
+		if err := putWords(ctx, w, c.n, c.e.words, old.rid, p.words); err != nil {
+			return err
+		}
 	}
 	d := pathDeltas{}
 	d.add(oldEntries, -1)
@@ -198,7 +209,7 @@ func (c *collection) upsert(ctx context.Context, w *conn, x expr, p *prepared, u
 // insertOne inserts one prepared document with its index entries and path
 // counts, inside the writer's transaction.
 func (c *collection) insertOne(ctx context.Context, w *conn, p *prepared) error {
-	pending := &entryRows{c: c}
+	pending := &entryRows{n: c.n}
 	dup, err := c.insertDoc(ctx, w, p, pending)
 	if err == nil && !dup {
 		err = pending.flush(ctx, w)
@@ -224,7 +235,7 @@ func (c *collection) DeleteMany(ctx context.Context, filter bson.D) (int64, erro
 func (c *collection) delete(ctx context.Context, filter bson.D, limit int64) (int64, error) {
 	var n int64
 	err := c.e.observe(ctx, c.db, "delete", func() error {
-		x, err := compileFilter(filter)
+		x, err := c.compile(filter)
 		if err != nil {
 			return fmt.Errorf("%s: %w", c.op("delete from"), err)
 		}
@@ -236,15 +247,20 @@ func (c *collection) delete(ctx context.Context, filter bson.D, limit int64) (in
 			}
 			d := pathDeltas{}
 			for _, o := range old {
-				if _, err := w.exec(ctx, "DELETE FROM "+c.n.x+" WHERE rid = ?", o.rid); err != nil {
-					return fmt.Errorf("delete index entries: %w", err)
-				}
-				if _, err := w.exec(ctx, "DELETE FROM "+c.n.d+" WHERE rid = ?", o.rid); err != nil {
-					return fmt.Errorf("delete document: %w", err)
-				}
 				entries, err := docEntries(o.doc)
 				if err != nil {
 					return fmt.Errorf("index document %s: %w", o.id, err)
+				}
+				if _, err := w.exec(ctx, "DELETE FROM "+c.n.x+" WHERE rid = ?", o.rid); err != nil {
+					return fmt.Errorf("delete index entries: %w", err)
+				}
+				if _, words := c.e.words.split(entries); len(words) > 0 {
+					if err := dropWords(ctx, w, c.n, o.rid, words); err != nil {
+						return err
+					}
+				}
+				if _, err := w.exec(ctx, "DELETE FROM "+c.n.d+" WHERE rid = ?", o.rid); err != nil {
+					return fmt.Errorf("delete document: %w", err)
 				}
 				d.add(entries, -1)
 			}

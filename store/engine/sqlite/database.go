@@ -50,8 +50,9 @@ func (d *database) CollectionNames(ctx context.Context) ([]string, error) {
 	return names, err
 }
 
-// Drop drops every table of the file in one transaction; the file stays,
-// as other processes may have it open.
+// Drop drops every table of the file in one transaction (word tables
+// first: dropping one drops its own tables); the file stays, as other
+// processes may have it open.
 func (d *database) Drop(ctx context.Context) error {
 	return d.e.observe(ctx, d.name, "dropDatabase", func() error {
 		f, err := d.e.file(ctx, d.name)
@@ -59,7 +60,7 @@ func (d *database) Drop(ctx context.Context) error {
 			return classify("drop database "+d.name, err)
 		}
 		err = f.write(ctx, func(w *conn) error {
-			r, err := w.query(ctx, "SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'", nil)
+			r, err := w.query(ctx, "SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY sql LIKE 'CREATE VIRTUAL%' DESC", nil)
 			if err != nil {
 				return err
 			}

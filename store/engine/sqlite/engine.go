@@ -24,6 +24,11 @@ type Options struct {
 	Monitor *event.CommandMonitor
 	// ReadConns is the number of reader connections per file (default 4).
 	ReadConns int
+	// WordPaths are the paths holding documents' word lists (a full-text
+	// index kept by the documents' writer, such as FHIR's _content),
+	// searched by equality and prefix only; they are kept in a full-text
+	// table rather than the general index (see the package documentation).
+	WordPaths []string
 }
 
 // Engine is a directory of SQLite files, one per database.
@@ -34,6 +39,7 @@ type Engine struct {
 	ids    atomic.Int64 // monitor request ids
 	pins   *pinned
 	counts *countCache
+	words  *wordPaths
 
 	mu     sync.Mutex
 	files  map[string]*file
@@ -54,11 +60,15 @@ func Open(ctx context.Context, dir string, opts Options) (*Engine, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("open SQLite engine: %w: %w", engine.ErrUnavailable, err)
 	}
+	words, err := newWordPaths(opts.WordPaths)
+	if err != nil {
+		return nil, fmt.Errorf("open SQLite engine: %w", err)
+	}
 	log := opts.Logger
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &Engine{dir: dir, opts: opts, log: log, files: map[string]*file{}, pins: pin(), counts: newCountCache()}, nil
+	return &Engine{dir: dir, opts: opts, log: log, files: map[string]*file{}, pins: pin(), counts: newCountCache(), words: words}, nil
 }
 
 // Name is "sqlite".
@@ -119,7 +129,7 @@ func (e *Engine) file(ctx context.Context, name string) (*file, error) {
 	if f, ok := e.files[name]; ok {
 		return f, nil
 	}
-	f, err := openFile(e.dir, name, e.opts.ReadConns, e.log)
+	f, err := openFile(e.dir, name, e.opts.ReadConns, e.words, e.log)
 	if err != nil {
 		return nil, err
 	}

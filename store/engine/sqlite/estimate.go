@@ -76,7 +76,7 @@ func (st *stats) rare(fe *fieldExpr) (int64, bool) {
 // positive condition), rather than only checked document by document.
 func canDrive(x expr) bool {
 	switch y := x.(type) {
-	case *fieldExpr, *idExpr:
+	case *fieldExpr, *idExpr, *wordExpr:
 		return true
 	case constExpr:
 		return !bool(y)
@@ -100,6 +100,11 @@ func rank(x expr) int {
 	switch y := x.(type) {
 	case *idExpr:
 		return 0
+	case *wordExpr:
+		if y.op == opPrefix {
+			return 2
+		}
+		return 1
 	case *fieldExpr:
 		switch {
 		case y.op == opExists:
@@ -138,7 +143,7 @@ func static(x expr) int64 {
 // leaves appends the leaf conditions a driver for x could list from.
 func leaves(x expr, out []any) []any {
 	switch y := x.(type) {
-	case *fieldExpr:
+	case *fieldExpr, *wordExpr:
 		return append(out, y)
 	case *idExpr:
 		if static(y) < 0 {
@@ -165,7 +170,7 @@ func (st *stats) estimate(x expr) int64 {
 		return n
 	}
 	switch y := x.(type) {
-	case *fieldExpr, *idExpr:
+	case *fieldExpr, *idExpr, *wordExpr:
 		if n, ok := st.est[y]; ok {
 			return n
 		}
@@ -360,6 +365,9 @@ func (p *planner) countLeaf(b *builder, l any, limit int64) {
 	case *idExpr:
 		b.WriteString(p.n.d + " AS d WHERE ")
 		b.idCond("d.id", y)
+	case *wordExpr:
+		b.WriteString(p.n.w + " WHERE " + p.n.w + " MATCH ")
+		b.arg(y.match)
 	}
 	b.WriteString(" LIMIT ")
 	b.arg(limit)
@@ -394,6 +402,8 @@ func twoValued(l expr) bool {
 func appendPaths(x expr, out []string) []string {
 	switch y := x.(type) {
 	case *fieldExpr:
+		return append(out, y.path)
+	case *wordExpr:
 		return append(out, y.path)
 	case notExpr:
 		return appendPaths(y.x, out)

@@ -55,7 +55,7 @@ type file struct {
 
 // openFile opens (creating it if need be) the file of database name in
 // dir, converting a file of an older format (logged to log).
-func openFile(dir, name string, readConns int, log *zap.Logger) (*file, error) {
+func openFile(dir, name string, readConns int, ws *wordPaths, log *zap.Logger) (*file, error) {
 	path := filepath.Join(dir, name+".db")
 	w, err := openConn(path, append(append([]string{}, pragmas...), writerPragmas...))
 	if err != nil {
@@ -82,6 +82,16 @@ func openFile(dir, name string, readConns int, log *zap.Logger) (*file, error) {
 	if converted > 0 {
 		log.Info("converted the index entries of an older file to numbered paths",
 			zap.String("file", path), zap.Int("collections", converted), zap.Duration("took", time.Since(start)))
+	}
+	start = time.Now()
+	reindexed, err := f.syncWords(context.Background(), ws)
+	if err != nil {
+		_ = f.close()
+		return nil, classify("index the words of "+path, err)
+	}
+	if reindexed > 0 {
+		log.Info("moved the word lists of a file's documents to its word tables",
+			zap.String("file", path), zap.Strings("paths", ws.paths), zap.Int("collections", reindexed), zap.Duration("took", time.Since(start)))
 	}
 	return f, nil
 }
@@ -267,7 +277,7 @@ func (f *file) write(ctx context.Context, fn func(w *conn) error) (err error) {
 }
 
 // createTables creates the collection's tables (and the shared ones).
-func createTables(ctx context.Context, w *conn, n names) error {
+func createTables(ctx context.Context, w *conn, n names, ws *wordPaths) error {
 	stmts := []string{
 		"CREATE TABLE IF NOT EXISTS " + pathsTable + " (c TEXT NOT NULL, f TEXT NOT NULL, n INTEGER NOT NULL, e INTEGER NOT NULL, PRIMARY KEY (c, f)) WITHOUT ROWID",
 		"CREATE TABLE IF NOT EXISTS " + indexesTable + " (c TEXT NOT NULL, name TEXT NOT NULL, keys BLOB, PRIMARY KEY (c, name)) WITHOUT ROWID",
@@ -275,6 +285,13 @@ func createTables(ctx context.Context, w *conn, n names) error {
 		createFieldsTable,
 		"CREATE TABLE IF NOT EXISTS " + n.x + " (f INTEGER NOT NULL, v ANY NOT NULL, rid INTEGER NOT NULL, PRIMARY KEY (f, v, rid)) STRICT, WITHOUT ROWID",
 		"CREATE INDEX IF NOT EXISTS " + n.r + " ON " + n.x + " (rid, f, v)",
+		createWordsTable,
+	}
+	for _, p := range ws.paths {
+		stmts = append(stmts, "INSERT INTO "+wordsTable+" (path) VALUES ("+sqlString(p)+") ON CONFLICT DO NOTHING")
+	}
+	if ws.any() {
+		stmts = append(stmts, createWordTable(n))
 	}
 	for _, s := range stmts {
 		if err := w.run(ctx, s); err != nil {

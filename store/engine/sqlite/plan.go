@@ -504,6 +504,8 @@ func (p *planner) gen(b *builder, x expr, st *stats) {
 	case *idExpr:
 		b.WriteString("SELECT rid FROM " + p.n.d + " AS d WHERE ")
 		b.idCond("d.id", y)
+	case *wordExpr:
+		p.wordRids(b, y)
 	case constExpr:
 		b.WriteString("SELECT rid FROM " + p.n.d + " WHERE 0")
 	case orExpr:
@@ -552,6 +554,10 @@ func (p *planner) pred(b *builder, x expr, rid string, w *walked) {
 	case *idExpr:
 		b.WriteString("(")
 		b.idCond("d.id", y)
+		b.WriteString(")")
+	case *wordExpr:
+		b.WriteString(rid + " IN (")
+		p.wordRids(b, y)
 		b.WriteString(")")
 	case constExpr:
 		if y {

@@ -67,11 +67,14 @@ func (c *collection) find(ctx context.Context, filter bson.D, opts *engine.FindO
 	if limit < 0 { // MongoDB: a negative limit is a single batch of that size
 		limit = -limit
 	}
-	x, err := compileFilter(filter)
+	x, err := c.compile(filter)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
 	keys, err := parseSort(opts.Sort)
+	if err == nil {
+		err = c.e.words.checkSort(keys)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
@@ -130,7 +133,7 @@ func (c *collection) CountDistinct(ctx context.Context, filter bson.D, fields ..
 // count runs the counting statement plan writes.
 func (c *collection) count(ctx context.Context, filter bson.D, plan func(*planner, expr) (*step, error)) (int64, error) {
 	op := c.op("count in")
-	x, err := compileFilter(filter)
+	x, err := c.compile(filter)
 	if err != nil {
 		return 0, fmt.Errorf("%s: %w", op, err)
 	}

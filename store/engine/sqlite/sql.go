@@ -12,10 +12,11 @@ type names struct {
 	d    string // "d_C": documents
 	x    string // "x_C": index entries, keyed (f, v, rid)
 	r    string // "r_C": the index of x_C on (rid, f, v)
+	w    string // "w_C": the words at word paths (see wordPaths)
 }
 
 func namesOf(coll string) names {
-	return names{coll: coll, d: quote("d_" + coll), x: quote("x_" + coll), r: quote("r_" + coll)}
+	return names{coll: coll, d: quote("d_" + coll), x: quote("x_" + coll), r: quote("r_" + coll), w: quote("w_" + coll)}
 }
 
 // quote makes an SQL identifier of s.
@@ -163,6 +164,9 @@ func (b *builder) idCond(col string, ie *idExpr) {
 		b.valueCond(col, ie.op, kindString, ie.vals)
 	}
 }
+
+// sqlString is s as an SQL string literal.
+func sqlString(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
 // itoa formats an int for SQL text.
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }

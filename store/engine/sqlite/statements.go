@@ -22,7 +22,7 @@ type Statement struct {
 // engine's cursor, decoding and projection around them.
 func (e *Engine) Statements(ctx context.Context, database, coll string, filter bson.D, opts *engine.FindOptions, count bool) ([]Statement, error) {
 	c := &collection{e: e, db: database, n: namesOf(coll)}
-	x, err := compileFilter(filter)
+	x, err := c.compile(filter)
 	if err != nil {
 		return nil, err
 	}

@@ -15,15 +15,18 @@ import (
 	"fhirstore/store/engine"
 )
 
-// prepared is a document ready to be written: its bytes, _id and entries.
+// prepared is a document ready to be written: its bytes, _id and entries
+// (all of them; rest are x_C's, words the word table's).
 type prepared struct {
 	raw     bson.Raw
 	id      string // "" when the document has no _id
 	entries []entry
+	rest    []entry
+	words   []entry
 }
 
 // prepare marshals doc and extracts its index entries.
-func prepare(doc any) (*prepared, error) {
+func prepare(doc any, ws *wordPaths) (*prepared, error) {
 	var raw bson.Raw
 	switch d := doc.(type) {
 	case bson.Raw:
@@ -53,18 +56,22 @@ func prepare(doc any) (*prepared, error) {
 		return nil, fmt.Errorf("index document %s: %w", p.id, err)
 	}
 	p.entries = entries
+	p.rest, p.words = ws.split(entries)
+	if _, err := ws.text(p.words); err != nil {
+		return nil, fmt.Errorf("index document %s: %w", p.id, err)
+	}
 	return p, nil
 }
 
 // prepareAll prepares documents to insert, on several goroutines for
 // many (marshalling and indexing take a tenth of a bulk insert's time,
 // outside the write lock).
-func prepareAll(docs []any) ([]*prepared, error) {
+func prepareAll(docs []any, ws *wordPaths) ([]*prepared, error) {
 	ps := make([]*prepared, len(docs))
 	errs := make([]error, len(docs))
 	work := func(from, to int) {
 		for i := from; i < to; i++ {
-			p, err := prepare(docs[i])
+			p, err := prepare(docs[i], ws)
 			if err == nil && p.id == "" {
 				err = fmt.Errorf("document without a string _id: %w", engine.ErrUnsupported)
 			}
@@ -137,7 +144,11 @@ func (c *collection) insertDoc(ctx context.Context, w *conn, p *prepared, pendin
 	if err != nil || n == 0 {
 		return err == nil, err
 	}
-	return false, pending.add(ctx, w, w.lastID(), p.entries)
+	rid := w.lastID()
+	if err := pending.add(ctx, w, rid, p.rest); err != nil {
+		return false, err
+	}
+	return false, putWords(ctx, w, c.n, c.e.words, rid, p.words)
 }
 
 // entriesPerInsert is how many entries one INSERT statement writes.
@@ -146,7 +157,7 @@ const entriesPerInsert = 100
 // entryRows collects index entries (of one or several documents) and
 // inserts them entriesPerInsert at a time.
 type entryRows struct {
-	c    *collection
+	n    names
 	args []any // f, v, rid of each entry
 }
 
@@ -173,7 +184,7 @@ func (r *entryRows) flush(ctx context.Context, w *conn) error {
 		return nil
 	}
 	var b strings.Builder
-	b.WriteString("INSERT OR IGNORE INTO " + r.c.n.x + " (f, v, rid) VALUES ")
+	b.WriteString("INSERT OR IGNORE INTO " + r.n.x + " (f, v, rid) VALUES ")
 	for i := 0; i < len(r.args)/3; i++ {
 		if i > 0 {
 			b.WriteByte(',')
