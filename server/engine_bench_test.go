@@ -51,6 +51,20 @@ func benchSizes(b *testing.B) []int {
 	return out
 }
 
+// benchClients is how many clients post the ingest's Bundles at once:
+// FHIRSTORE_BENCH_CLIENTS, by default 4 (fhirstore load's default).
+func benchClients(b *testing.B) int {
+	v := os.Getenv("FHIRSTORE_BENCH_CLIENTS")
+	if v == "" {
+		return 4
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		b.Fatalf("FHIRSTORE_BENCH_CLIENTS=%q: want a number of clients", v)
+	}
+	return n
+}
+
 // syntheaCopy is patient bundle body with its Patient's family name made
 // unique to copy k, so that every copy is a different person to search for,
 // and every time of day in it k minutes later: different people's records
@@ -220,11 +234,12 @@ func loadSynthea(b *testing.B, e *env, n int) int {
 		bundles = append(bundles, body)
 		loaded += entries
 	}
+	clients := benchClients(b)
 	start := time.Now()
-	postConcurrently(b, e, bundles, 4)
+	postConcurrently(b, e, bundles, clients)
 	rate := float64(loaded) / time.Since(start).Seconds()
 	b.ReportMetric(rate, "ingest-resources/s")
-	b.Logf("ingest: %d resources in %d transaction Bundles, 4 clients: %.0f resources/s", loaded, len(bundles), rate)
+	b.Logf("ingest: %d resources in %d transaction Bundles, %d clients: %.0f resources/s", loaded, len(bundles), clients, rate)
 	return loaded
 }
 
