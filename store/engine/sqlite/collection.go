@@ -177,7 +177,7 @@ func (c *collection) replace(ctx context.Context, w *conn, old *stored, p *prepa
 		if err := dropWords(ctx, w, c.n, old.rid, oldWords); err != nil {
 			return err
 		}
-		if err := putWords(ctx, w, c.n, c.e.words, old.rid, p.words); err != nil {
+		if err := putWords(ctx, w, c.n, old.rid, p.text); err != nil {
 			return err
 		}
 	}
@@ -254,10 +254,9 @@ func (c *collection) delete(ctx context.Context, filter bson.D, limit int64) (in
 				if _, err := w.exec(ctx, "DELETE FROM "+c.n.x+" WHERE rid = ?", o.rid); err != nil {
 					return fmt.Errorf("delete index entries: %w", err)
 				}
-				if _, words := c.e.words.split(entries); len(words) > 0 {
-					if err := dropWords(ctx, w, c.n, o.rid, words); err != nil {
-						return err
-					}
+				_, words := c.e.words.split(entries)
+				if err := dropWords(ctx, w, c.n, o.rid, words); err != nil {
+					return err
 				}
 				if _, err := w.exec(ctx, "DELETE FROM "+c.n.d+" WHERE rid = ?", o.rid); err != nil {
 					return fmt.Errorf("delete document: %w", err)

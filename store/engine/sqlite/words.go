@@ -243,16 +243,12 @@ func createWordTable(n names) string {
 	return "CREATE VIRTUAL TABLE IF NOT EXISTS " + n.w + " USING fts5(t, content='', contentless_delete=1, detail=none, tokenize=\"ascii tokenchars '_'\")"
 }
 
-// putWords adds the word row of document rid (none without words).
-func putWords(ctx context.Context, w *conn, n names, ws *wordPaths, rid int64, words []entry) error {
-	if len(words) == 0 {
+// putWords adds the word row of document rid, text (none when empty).
+func putWords(ctx context.Context, w *conn, n names, rid int64, text string) error {
+	if text == "" {
 		return nil
 	}
-	t, err := ws.text(words)
-	if err != nil {
-		return err
-	}
-	if _, err := w.exec(ctx, "INSERT INTO "+n.w+" (rowid, t) VALUES (?, ?)", rid, t); err != nil {
+	if _, err := w.exec(ctx, "INSERT INTO "+n.w+" (rowid, t) VALUES (?, ?)", rid, text); err != nil {
 		return fmt.Errorf("insert words: %w", err)
 	}
 	return nil
@@ -359,7 +355,11 @@ func reindexWords(ctx context.Context, w *conn, n names, ws *wordPaths, changed 
 			if err := pending.add(ctx, w, d.rid, rest); err != nil {
 				return err
 			}
-			if err := putWords(ctx, w, n, ws, d.rid, words); err != nil {
+			text, err := ws.text(words)
+			if err != nil {
+				return err
+			}
+			if err := putWords(ctx, w, n, d.rid, text); err != nil {
 				return err
 			}
 		}

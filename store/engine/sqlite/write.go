@@ -16,13 +16,14 @@ import (
 )
 
 // prepared is a document ready to be written: its bytes, _id and entries
-// (all of them; rest are x_C's, words the word table's).
+// (all of them; rest are x_C's, words the word table's, text their row).
 type prepared struct {
 	raw     bson.Raw
 	id      string // "" when the document has no _id
 	entries []entry
 	rest    []entry
 	words   []entry
+	text    string
 }
 
 // prepare marshals doc and extracts its index entries.
@@ -57,7 +58,7 @@ func prepare(doc any, ws *wordPaths) (*prepared, error) {
 	}
 	p.entries = entries
 	p.rest, p.words = ws.split(entries)
-	if _, err := ws.text(p.words); err != nil {
+	if p.text, err = ws.text(p.words); err != nil {
 		return nil, fmt.Errorf("index document %s: %w", p.id, err)
 	}
 	return p, nil
@@ -148,7 +149,7 @@ func (c *collection) insertDoc(ctx context.Context, w *conn, p *prepared, pendin
 	if err := pending.add(ctx, w, rid, p.rest); err != nil {
 		return false, err
 	}
-	return false, putWords(ctx, w, c.n, c.e.words, rid, p.words)
+	return false, putWords(ctx, w, c.n, rid, p.text)
 }
 
 // entriesPerInsert is how many entries one INSERT statement writes.
