@@ -285,8 +285,9 @@ func syncWords(ctx context.Context, w *conn, ws *wordPaths) (int, error) {
 		return 0, fmt.Errorf("list the collections: %w", err)
 	}
 	changed := symmetricDifference(had, ws.paths)
+	involved := slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(had), ws.paths...))))
 	for _, coll := range colls {
-		if err := reindexWords(ctx, w, namesOf(coll), ws, changed); err != nil {
+		if err := reindexWords(ctx, w, namesOf(coll), ws, changed, involved); err != nil {
 			return 0, fmt.Errorf("index the words of %s: %w", coll, err)
 		}
 	}
@@ -323,8 +324,10 @@ const createWordsTable = "CREATE TABLE IF NOT EXISTS " + wordsTable + " (path TE
 const reindexBatch = 500
 
 // reindexWords rebuilds a collection's word table, and its x_C entries at
-// the changed paths, from its documents.
-func reindexWords(ctx context.Context, w *conn, n names, ws *wordPaths, changed []string) error {
+// the changed paths, from its documents; a collection whose documents
+// hold no string at any path involved (the word paths before and after)
+// only gets an empty word table.
+func reindexWords(ctx context.Context, w *conn, n names, ws *wordPaths, changed, involved []string) error {
 	stmts := []string{"DROP TABLE IF EXISTS " + n.w}
 	if ws.any() {
 		stmts = append(stmts, createWordTable(n))
@@ -333,6 +336,9 @@ func reindexWords(ctx context.Context, w *conn, n names, ws *wordPaths, changed 
 		if err := w.run(ctx, s); err != nil {
 			return err
 		}
+	}
+	if held, err := holdsScalars(ctx, w, n, involved); err != nil || !held {
+		return err
 	}
 	for _, p := range changed {
 		if _, err := w.exec(ctx, "DELETE FROM "+n.x+" WHERE f = (SELECT id FROM "+fieldsTable+" WHERE path = ?)", p); err != nil {
@@ -365,6 +371,31 @@ func reindexWords(ctx context.Context, w *conn, n names, ws *wordPaths, changed 
 		}
 		after = docs[len(docs)-1].rid
 	}
+}
+
+// holdsScalars tells whether a document of the collection holds a scalar
+// at one of paths, from the path counts.
+func holdsScalars(ctx context.Context, w *conn, n names, paths []string) (bool, error) {
+	var b builder
+	b.WriteString("SELECT coalesce(sum(n), 0) FROM " + pathsTable + " WHERE c = ")
+	b.arg(n.coll)
+	b.WriteString(" AND f IN ")
+	b.list(toAny(paths))
+	var count int64
+	_, err := w.queryRow(ctx, b.String(), b.args, &count)
+	if noTable(err) {
+		return false, nil
+	}
+	return count > 0, err
+}
+
+// toAny converts strings to SQL arguments.
+func toAny(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
 }
 
 // readDocs reads the next reindexBatch documents after rid after.

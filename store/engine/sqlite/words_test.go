@@ -229,6 +229,10 @@ func TestWordPathsChange(t *testing.T) {
 	if err := e.Database("db").Collection("C").InsertMany(ctx, docs); err != nil {
 		t.Fatal(err)
 	}
+	// H holds no strings at the word paths: it is not read again.
+	if err := e.Database("db").Collection("H").InsertOne(ctx, bson.D{{Key: "_id", Value: "h"}, {Key: "k", Value: 1}}); err != nil {
+		t.Fatal(err)
+	}
 	want := map[string]string{}
 	for _, f := range wordFilters() {
 		want[fmt.Sprint(f)] = fmt.Sprint(findIDs(t, e.Database("db").Collection("C"), f, bson.D{{Key: "k", Value: 1}, {Key: "_id", Value: 1}}))
@@ -243,6 +247,16 @@ func TestWordPathsChange(t *testing.T) {
 		for _, f := range wordFilters() {
 			if got := fmt.Sprint(findIDs(t, c, f, bson.D{{Key: "k", Value: 1}, {Key: "_id", Value: 1}})); got != want[fmt.Sprint(f)] {
 				t.Errorf("word paths %v, %v: %s, want %s", paths, f, got, want[fmt.Sprint(f)])
+			}
+		}
+		h := e.Database("db").Collection("H")
+		id := fmt.Sprint("h", i)
+		if err := h.InsertOne(ctx, bson.D{{Key: "_id", Value: id}, {Key: "w", Value: bson.A{"heart"}}, {Key: "t", Value: "rate"}}); err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range []bson.D{{{Key: "w", Value: "heart"}, {Key: "t", Value: "rate"}}, {{Key: "w", Value: bson.Regex{Pattern: "^hea"}}}} {
+			if got := findIDs(t, h, f, nil); !slices.Contains(got, id) || len(got) != i+1 {
+				t.Errorf("word paths %v, %v in a collection without words before: %v", paths, f, got)
 			}
 		}
 		if err := e.Close(ctx); err != nil {
