@@ -71,3 +71,49 @@ func TestTextAndContentSearchWords(t *testing.T) {
 		wantOutcome(t, e.get("/Patient?"+q.Encode()), http.StatusBadRequest, "_content")
 	}
 }
+
+// TestTextSearchFollowsWrites checks that the words of a resource follow
+// its updates (new words found, old ones not) and its deletion, and that
+// an update changing no word keeps them.
+func TestTextSearchFollowsWrites(t *testing.T) {
+	e := newEnv(t)
+	for _, f := range textFixtures {
+		if r := e.put("/"+f.typ+"/"+f.id, f.body); r.Status != http.StatusCreated {
+			t.Fatalf("store %s/%s: %d %s", f.typ, f.id, r.Status, r.Body)
+		}
+	}
+	steps := []struct {
+		write        func() *response
+		status       int
+		param, value string
+		want         []string
+	}{
+		{func() *response {
+			return e.put("/Patient/bob", `{"resourceType":"Patient","id":"bob","name":[{"family":"Crow","given":["Bob"]}]}`)
+		}, http.StatusOK, "_content", "parrot", []string{"zoe"}},
+		{nil, 0, "_content", "crow", []string{"bob"}},
+		{func() *response {
+			return e.put("/Patient/bob", `{"resourceType":"Patient","id":"bob","active":true,"name":[{"family":"Crow","given":["Bob"]}]}`)
+		}, http.StatusOK, "_content", "crow", []string{"bob"}},
+		{func() *response { return e.do(request{Method: http.MethodDelete, Path: "/Patient/ann"}) },
+			http.StatusOK, "_text", "zebra", []string{"zoe"}},
+		{nil, 0, "_content", "krakow", nil},
+		{func() *response {
+			return e.put("/Patient/zoe", `{"resourceType":"Patient","id":"zoe","name":[{"family":"Lindqvist"}]}`)
+		}, http.StatusOK, "_text", "zebra", nil},
+		{nil, 0, "_content", "lindq*", []string{"zoe"}},
+	}
+	for i, s := range steps {
+		if s.write != nil {
+			if r := s.write(); r.Status != s.status && !(s.status == http.StatusOK && r.Status == http.StatusNoContent) {
+				t.Fatalf("step %d: write: %d %s", i, r.Status, r.Body)
+			}
+		}
+		q := url.Values{s.param: {s.value}, "_count": {"100"}}
+		got := matchIDs(t, e.get("/Patient?"+q.Encode()))
+		slices.Sort(got)
+		if !slices.Equal(got, s.want) && !(len(got) == 0 && len(s.want) == 0) {
+			t.Errorf("step %d: %s=%s: got %v, want %v", i, s.param, s.value, got, s.want)
+		}
+	}
+}
