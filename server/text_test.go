@@ -22,13 +22,19 @@ var textFixtures = []struct{ typ, id, body string }{
 		"valueQuantity":{"value":70,"unit":"kg"}}`},
 }
 
-func TestTextAndContentSearchWords(t *testing.T) {
-	e := newEnv(t)
+// storeTextFixtures writes textFixtures.
+func storeTextFixtures(t *testing.T, e *env) {
+	t.Helper()
 	for _, f := range textFixtures {
 		if r := e.put("/"+f.typ+"/"+f.id, f.body); r.Status != http.StatusCreated {
 			t.Fatalf("store %s/%s: %d %s", f.typ, f.id, r.Status, r.Body)
 		}
 	}
+}
+
+func TestTextAndContentSearchWords(t *testing.T) {
+	e := newEnv(t)
+	storeTextFixtures(t, e)
 	tests := []struct {
 		name, typ, param, value string
 		want                    []string
@@ -77,11 +83,7 @@ func TestTextAndContentSearchWords(t *testing.T) {
 // an update changing no word keeps them.
 func TestTextSearchFollowsWrites(t *testing.T) {
 	e := newEnv(t)
-	for _, f := range textFixtures {
-		if r := e.put("/"+f.typ+"/"+f.id, f.body); r.Status != http.StatusCreated {
-			t.Fatalf("store %s/%s: %d %s", f.typ, f.id, r.Status, r.Body)
-		}
-	}
+	storeTextFixtures(t, e)
 	steps := []struct {
 		write        func() *response
 		status       int

@@ -322,7 +322,13 @@ func TestUpgradeFromTextPaths(t *testing.T) {
 // findIDs lists the _id of the documents matching filter, in sort's order.
 func findIDs(t *testing.T, c engine.Collection, filter, sort bson.D) []string {
 	t.Helper()
-	cur, err := c.Find(context.Background(), filter, &engine.FindOptions{Sort: sort})
+	return pageIDs(t, c, filter, &engine.FindOptions{Sort: sort})
+}
+
+// pageIDs lists the _id of the documents a Find with opts returns.
+func pageIDs(t *testing.T, c engine.Collection, filter bson.D, opts *engine.FindOptions) []string {
+	t.Helper()
+	cur, err := c.Find(context.Background(), filter, opts)
 	if err != nil {
 		t.Fatalf("find %v: %v", filter, err)
 	}

@@ -155,25 +155,6 @@ func TestWordPaths(t *testing.T) {
 	}
 }
 
-// pageIDs lists the _id of a Find with opts.
-func pageIDs(t *testing.T, c engine.Collection, filter bson.D, opts *engine.FindOptions) []string {
-	t.Helper()
-	cur, err := c.Find(context.Background(), filter, opts)
-	if err != nil {
-		t.Fatalf("find %v: %v", filter, err)
-	}
-	defer cur.Close(context.Background())
-	var ids []string
-	for cur.Next(context.Background()) {
-		id, _ := cur.Current().Lookup("_id").StringValueOK()
-		ids = append(ids, id)
-	}
-	if err := cur.Err(); err != nil {
-		t.Fatalf("find %v: %v", filter, err)
-	}
-	return ids
-}
-
 // TestWordPathsRefuse checks what a word path cannot answer or hold fails
 // with engine.ErrUnsupported, and that a refused write stores nothing.
 func TestWordPathsRefuse(t *testing.T) {
