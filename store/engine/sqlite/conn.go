@@ -402,6 +402,20 @@ func (c *conn) run(ctx context.Context, q string) error {
 // lastID is the rowid of the connection's last insert.
 func (c *conn) lastID() int64 { return sqlite3.Xsqlite3_last_insert_rowid(c.tls, c.db) }
 
+// queryStrings runs q and returns its first column's strings.
+func queryStrings(ctx context.Context, w *conn, q string) ([]string, error) {
+	r, err := w.query(ctx, q, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer r.close()
+	var out []string
+	for r.next() {
+		out = append(out, r.text(0))
+	}
+	return out, r.err
+}
+
 // queryRow runs q and reads its first row into dest (*int64, *nullInt64,
 // *[]byte, *string); it reports whether there was a row.
 func (c *conn) queryRow(ctx context.Context, q string, args []any, dest ...any) (bool, error) {

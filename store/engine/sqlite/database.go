@@ -60,16 +60,9 @@ func (d *database) Drop(ctx context.Context) error {
 			return classify("drop database "+d.name, err)
 		}
 		err = f.write(ctx, func(w *conn) error {
-			r, err := w.query(ctx, "SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY sql LIKE 'CREATE VIRTUAL%' DESC", nil)
+			tables, err := queryStrings(ctx, w, "SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY sql LIKE 'CREATE VIRTUAL%' DESC")
 			if err != nil {
 				return err
-			}
-			var tables []string
-			for r.next() {
-				tables = append(tables, r.text(0))
-			}
-			if r.err != nil {
-				return r.err
 			}
 			for _, t := range tables {
 				if err := w.run(ctx, "DROP TABLE IF EXISTS "+quote(t)); err != nil {

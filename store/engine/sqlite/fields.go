@@ -114,17 +114,9 @@ func convertTables(ctx context.Context, w *conn) (int, error) {
 	if err := w.run(ctx, createFieldsTable); err != nil {
 		return 0, fmt.Errorf("create %s: %w", fieldsTable, err)
 	}
-	r, err := w.query(ctx, "SELECT substr(name, 3) FROM sqlite_schema AS s WHERE type = 'table' AND name LIKE 'x\\_%' ESCAPE '\\' AND (SELECT type FROM pragma_table_info(s.name) WHERE name = 'f') = 'TEXT'", nil)
+	colls, err := queryStrings(ctx, w, "SELECT substr(name, 3) FROM sqlite_schema AS s WHERE type = 'table' AND name LIKE 'x\\_%' ESCAPE '\\' AND (SELECT type FROM pragma_table_info(s.name) WHERE name = 'f') = 'TEXT'")
 	if err != nil {
 		return 0, fmt.Errorf("list the tables to convert: %w", err)
-	}
-	var colls []string
-	for r.next() {
-		colls = append(colls, r.text(0))
-	}
-	r.close()
-	if r.err != nil {
-		return 0, fmt.Errorf("list the tables to convert: %w", r.err)
 	}
 	for _, coll := range colls {
 		if err := convertTable(ctx, w, namesOf(coll)); err != nil {

@@ -128,12 +128,11 @@ func escapeWord(b *strings.Builder, s string) {
 }
 
 // wordExpr holds when the document's words at path include one equal to
-// one of vals (opEq, opIn) or one starting with vals[0] (opPrefix);
-// match is the FTS5 query saying so.
+// one of the condition's values (opEq, opIn) or one starting with its
+// value (opPrefix); match is the FTS5 query saying so.
 type wordExpr struct {
 	path  string
 	op    op
-	vals  []any
 	match string
 }
 
@@ -153,19 +152,17 @@ func (ws *wordPaths) rewrite(x expr) (expr, error) {
 		k, err := ws.rewrite(y.x)
 		return notExpr{k}, err
 	case andExpr:
-		return ws.rewriteAll(y)
+		kids, err := ws.rewriteAll(y)
+		return andExpr(kids), err
 	case orExpr:
-		out, err := ws.rewriteAll(andExpr(y))
-		if a, ok := out.(andExpr); ok {
-			return orExpr(a), err
-		}
-		return out, err
+		kids, err := ws.rewriteAll(y)
+		return orExpr(kids), err
 	}
 	return x, nil
 }
 
-func (ws *wordPaths) rewriteAll(xs andExpr) (expr, error) {
-	out := make(andExpr, len(xs))
+func (ws *wordPaths) rewriteAll(xs []expr) ([]expr, error) {
+	out := make([]expr, len(xs))
 	for i, k := range xs {
 		var err error
 		if out[i], err = ws.rewrite(k); err != nil {
@@ -201,7 +198,7 @@ func (ws *wordPaths) wordCond(fe *fieldExpr) (expr, error) {
 			b.WriteString("*")
 		}
 	}
-	return &wordExpr{path: fe.path, op: fe.op, vals: fe.vals, match: b.String()}, nil
+	return &wordExpr{path: fe.path, op: fe.op, match: b.String()}, nil
 }
 
 // compile translates a filter on the collection, its conditions on word
@@ -267,8 +264,8 @@ func dropWords(ctx context.Context, w *conn, n names, rid int64, had []entry) er
 
 // syncWords makes the file's word tables hold the engine's word paths:
 // when the file recorded others (or none, being older), every collection
-// is indexed again at the paths that changed, from its documents. It
-// returns how many collections it converted.
+// is indexed again at the word paths before and after, from its
+// documents. It returns how many collections it converted.
 func syncWords(ctx context.Context, w *conn, ws *wordPaths) (int, error) {
 	if err := w.run(ctx, createWordsTable); err != nil {
 		return 0, fmt.Errorf("create %s: %w", wordsTable, err)
@@ -284,10 +281,9 @@ func syncWords(ctx context.Context, w *conn, ws *wordPaths) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("list the collections: %w", err)
 	}
-	changed := symmetricDifference(had, ws.paths)
 	involved := slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(had), ws.paths...))))
 	for _, coll := range colls {
-		if err := reindexWords(ctx, w, namesOf(coll), ws, changed, involved); err != nil {
+		if err := reindexWords(ctx, w, namesOf(coll), ws, involved); err != nil {
 			return 0, fmt.Errorf("index the words of %s: %w", coll, err)
 		}
 	}
@@ -324,10 +320,10 @@ const createWordsTable = "CREATE TABLE IF NOT EXISTS " + wordsTable + " (path TE
 const reindexBatch = 500
 
 // reindexWords rebuilds a collection's word table, and its x_C entries at
-// the changed paths, from its documents; a collection whose documents
-// hold no string at any path involved (the word paths before and after)
+// the paths involved (the word paths before and after), from its
+// documents; a collection whose documents hold no string at those paths
 // only gets an empty word table.
-func reindexWords(ctx context.Context, w *conn, n names, ws *wordPaths, changed, involved []string) error {
+func reindexWords(ctx context.Context, w *conn, n names, ws *wordPaths, involved []string) error {
 	stmts := []string{"DROP TABLE IF EXISTS " + n.w}
 	if ws.any() {
 		stmts = append(stmts, createWordTable(n))
@@ -340,7 +336,7 @@ func reindexWords(ctx context.Context, w *conn, n names, ws *wordPaths, changed,
 	if held, err := holdsScalars(ctx, w, n, involved); err != nil || !held {
 		return err
 	}
-	for _, p := range changed {
+	for _, p := range involved {
 		if _, err := w.exec(ctx, "DELETE FROM "+n.x+" WHERE f = (SELECT id FROM "+fieldsTable+" WHERE path = ?)", p); err != nil {
 			return err
 		}
@@ -357,7 +353,7 @@ func reindexWords(ctx context.Context, w *conn, n names, ws *wordPaths, changed,
 				return err
 			}
 			rest, words := ws.split(entries)
-			rest = slices.DeleteFunc(slices.Clone(rest), func(e entry) bool { return !slices.Contains(changed, e.f) })
+			rest = slices.DeleteFunc(slices.Clone(rest), func(e entry) bool { return !slices.Contains(involved, e.f) })
 			if err := pending.add(ctx, w, d.rid, rest); err != nil {
 				return err
 			}
@@ -410,35 +406,4 @@ func readDocs(ctx context.Context, w *conn, n names, after int64) ([]*stored, er
 		out = append(out, &stored{rid: r.int64(0), doc: r.bytes(1)})
 	}
 	return out, r.err
-}
-
-// queryStrings runs q and returns its first column's strings.
-func queryStrings(ctx context.Context, w *conn, q string) ([]string, error) {
-	r, err := w.query(ctx, q, nil)
-	if err != nil {
-		return nil, err
-	}
-	defer r.close()
-	var out []string
-	for r.next() {
-		out = append(out, r.text(0))
-	}
-	return out, r.err
-}
-
-// symmetricDifference lists the strings in exactly one of a and b (sorted).
-func symmetricDifference(a, b []string) []string {
-	var out []string
-	for _, s := range a {
-		if !slices.Contains(b, s) {
-			out = append(out, s)
-		}
-	}
-	for _, s := range b {
-		if !slices.Contains(a, s) {
-			out = append(out, s)
-		}
-	}
-	slices.Sort(out)
-	return out
 }

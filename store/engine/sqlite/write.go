@@ -16,13 +16,12 @@ import (
 )
 
 // prepared is a document ready to be written: its bytes, _id and entries
-// (all of them; rest are x_C's, words the word table's, text their row).
+// (all of them; rest are x_C's, text the word table's row of the others).
 type prepared struct {
 	raw     bson.Raw
 	id      string // "" when the document has no _id
 	entries []entry
 	rest    []entry
-	words   []entry
 	text    string
 }
 
@@ -57,8 +56,9 @@ func prepare(doc any, ws *wordPaths) (*prepared, error) {
 		return nil, fmt.Errorf("index document %s: %w", p.id, err)
 	}
 	p.entries = entries
-	p.rest, p.words = ws.split(entries)
-	if p.text, err = ws.text(p.words); err != nil {
+	var words []entry
+	p.rest, words = ws.split(entries)
+	if p.text, err = ws.text(words); err != nil {
 		return nil, fmt.Errorf("index document %s: %w", p.id, err)
 	}
 	return p, nil
