@@ -39,7 +39,8 @@
 // highest value} (strings folded, dates and numbers by lo and hi), because
 // sorting through arrays of objects is not portable. A parameter with no
 // value has no sort field either: the store reads the rows without one
-// after the others, whichever the direction.
+// after the others, whichever the direction. _id and _lastUpdated have none
+// at all: the store sorts by the row's own _id and lastUpdated fields.
 //
 // # Deferred parts and _filter
 //

@@ -58,7 +58,6 @@ func (x *extractor) resourceLevel(p *Param, resource map[string]any) {
 	case "_id":
 		if id := str(resource, "id"); id != "" {
 			x.main.add(id)
-			x.sortKeys.add(id)
 		}
 	case "_lastUpdated":
 		x.date(str(meta, "lastUpdated"))
@@ -196,6 +195,10 @@ func (x *extractor) uri(s string) {
 	}
 }
 
+// rowSorted are the parameters whose values every stored row holds in
+// fields of its own (_id, lastUpdated): they have no sort field.
+var rowSorted = map[string]bool{"_id": true, "_lastUpdated": true}
+
 // flush appends the gathered values of p to idx and sort.
 func (x *extractor) flush(p *Param, idx, sort bson.D) (bson.D, bson.D) {
 	field := func(suffix string, s *set) {
@@ -208,31 +211,35 @@ func (x *extractor) flush(p *Param, idx, sort bson.D) (bson.D, bson.D) {
 	field(":text", &x.text)
 	field(":of-type", &x.ofType)
 	field(":identifier", &x.idns)
+	var lo, hi any
 	switch {
 	case len(x.dates) > 0:
 		idx = append(idx, bson.E{Key: p.Code, Value: dateValues(x.dates)})
-		lo, hi := x.dates[0].Lo, x.dates[0].Hi
+		l, h := x.dates[0].Lo, x.dates[0].Hi
 		for _, r := range x.dates[1:] {
-			if r.Lo.Before(lo) {
-				lo = r.Lo
+			if r.Lo.Before(l) {
+				l = r.Lo
 			}
-			if r.Hi.After(hi) {
-				hi = r.Hi
+			if r.Hi.After(h) {
+				h = r.Hi
 			}
 		}
-		sort = append(sort, sortEntry(p.Code, lo, hi))
+		lo, hi = l, h
 	case len(x.nums) > 0:
 		idx = append(idx, bson.E{Key: p.Code, Value: numValues(x.nums, p.Type == "quantity")})
-		lo, hi := x.nums[0].Lo, x.nums[0].Hi
+		l, h := x.nums[0].Lo, x.nums[0].Hi
 		for _, r := range x.nums[1:] {
-			lo, hi = min(lo, r.Lo), max(hi, r.Hi)
+			l, h = min(l, r.Lo), max(h, r.Hi)
 		}
-		sort = append(sort, sortEntry(p.Code, lo, hi))
+		lo, hi = l, h
 	case len(x.sortKeys.list) > 0:
-		lo, hi := x.sortKeys.list[0], x.sortKeys.list[0]
+		l, h := x.sortKeys.list[0], x.sortKeys.list[0]
 		for _, s := range x.sortKeys.list[1:] {
-			lo, hi = min(lo, s), max(hi, s)
+			l, h = min(l, s), max(h, s)
 		}
+		lo, hi = l, h
+	}
+	if lo != nil && !rowSorted[p.Code] {
 		sort = append(sort, sortEntry(p.Code, lo, hi))
 	}
 	return idx, sort

@@ -1,11 +1,14 @@
 package server_test
 
 import (
+	"cmp"
+	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // searchFixtures are stored with PUT before the search tests run.
@@ -201,6 +204,83 @@ func TestSearchPagesFollowNextAndPreviousLinks(t *testing.T) {
 	if got := matchIDs(t, e.get(prev)); !slices.Equal(got, []string{"p2"}) {
 		t.Fatalf("previous of the third page: %v", got)
 	}
+}
+
+// TestSearchSortsByIdAndLastUpdatedOverPages: _id and _lastUpdated, which
+// sort by the row's own fields, order pages alone and beside other keys,
+// forwards through next links and back through previous links.
+func TestSearchSortsByIdAndLastUpdatedOverPages(t *testing.T) {
+	e := newEnv(t)
+	type obs struct{ id, status, updated string }
+	var all []obs
+	for i, st := range []string{"final", "amended", "final", "preliminary", "amended", "final", "final"} {
+		id := fmt.Sprintf("o%d", (i*5)%7) // ids not in write order
+		r := e.put("/Observation/"+id, `{"resourceType":"Observation","id":"`+id+`","status":"`+st+`","code":{"text":"x"}}`)
+		if r.Status != http.StatusCreated {
+			t.Fatalf("put %s: %d %s", id, r.Status, r.Body)
+		}
+		all = append(all, obs{id, st, r.JSON(t)["meta"].(map[string]any)["lastUpdated"].(string)})
+	}
+	byID := func(a, b obs) int { return strings.Compare(a.id, b.id) }
+	byUpdate := func(a, b obs) int { return cmp.Or(compareInstants(t, a.updated, b.updated), byID(a, b)) }
+	desc := func(f func(a, b obs) int) func(a, b obs) int { return func(a, b obs) int { return f(b, a) } }
+	byStatus := func(a, b obs) int { return strings.Compare(a.status, b.status) }
+	tests := []struct {
+		sort  string
+		order func(a, b obs) int
+	}{
+		{"_id", byID},
+		{"-_id", desc(byID)},
+		{"_lastUpdated", byUpdate},
+		{"-_lastUpdated", func(a, b obs) int { return cmp.Or(compareInstants(t, b.updated, a.updated), byID(a, b)) }},
+		{"status,_id", func(a, b obs) int { return cmp.Or(byStatus(a, b), byID(a, b)) }},
+		{"status,-_id", func(a, b obs) int { return cmp.Or(byStatus(a, b), byID(b, a)) }},
+		{"-status,_lastUpdated", func(a, b obs) int { return cmp.Or(byStatus(b, a), byUpdate(a, b)) }},
+		{"-_id,status", desc(byID)},
+	}
+	for _, tt := range tests {
+		want := slices.Clone(all)
+		slices.SortFunc(want, tt.order)
+		var wantRefs []string
+		for _, o := range want {
+			wantRefs = append(wantRefs, "Observation/"+o.id)
+		}
+		for _, count := range []int{1, 2, 3, 10} {
+			t.Run(fmt.Sprintf("%s in pages of %d", tt.sort, count), func(t *testing.T) {
+				path := fmt.Sprintf("/Observation?_sort=%s&_count=%d", tt.sort, count)
+				got, _ := followPages(t, e, path)
+				if !slices.Equal(got, wantRefs) {
+					t.Fatalf("forwards: %v, want %v", got, wantRefs)
+				}
+				last, r := path, e.get(path)
+				for next := bundleLink(t, r, "next"); next != ""; next = bundleLink(t, r, "next") {
+					last, r = next, e.get(next)
+				}
+				var back []string
+				for p := last; p != ""; p = bundleLink(t, r, "previous") {
+					r = e.get(p)
+					back = append(bundleRefs(t, r), back...)
+				}
+				if !slices.Equal(back, wantRefs) {
+					t.Fatalf("backwards: %v, want %v", back, wantRefs)
+				}
+			})
+		}
+	}
+}
+
+// compareInstants orders two FHIR instants.
+func compareInstants(t *testing.T, a, b string) int {
+	t.Helper()
+	ta, err := time.Parse(time.RFC3339Nano, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb, err := time.Parse(time.RFC3339Nano, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ta.Compare(tb)
 }
 
 func TestSearchResultControls(t *testing.T) {

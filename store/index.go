@@ -30,6 +30,9 @@ func (s *Store) index(typ string, resourceJSON []byte) (bson.Raw, bson.Raw, erro
 	if err != nil {
 		return nil, nil, fmt.Errorf("index %s: %w", typ, err)
 	}
+	if len(sortDoc) == 0 { // no _sort key has a value: the row has no sort field
+		return idxRaw, nil, nil
+	}
 	sortRaw, err := bson.Marshal(sortDoc)
 	if err != nil {
 		return nil, nil, fmt.Errorf("index %s: %w", typ, err)

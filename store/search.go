@@ -257,19 +257,34 @@ type sortField struct {
 }
 
 // sortFields are the _sort keys then the default order: _lastUpdated, _id.
+// _id and _lastUpdated sort by the row's own fields; the keys after _id
+// never decide (ids are unique), and an order ending in _id has it once.
 func sortFields(keys []search.SortKey) []sortField {
 	var out []sortField
 	for _, k := range keys {
-		f := sortField{path: "sort." + k.Param + ".a"}
-		if k.Descending {
-			f = sortField{path: "sort." + k.Param + ".d", desc: true}
+		switch k.Param {
+		case "_id":
+			return append(out, sortField{path: "_id", desc: k.Descending})
+		case "_lastUpdated":
+			out = append(out, sortField{path: "lastUpdated", desc: k.Descending})
+			continue
 		}
-		if k.Param != "_id" && k.Param != "_lastUpdated" {
-			f.least = leastSortValue(k.Type)
+		f := sortField{path: "sort." + k.Param + ".a", least: leastSortValue(k.Type)}
+		if k.Descending {
+			f.path, f.desc = "sort."+k.Param+".d", true
 		}
 		out = append(out, f)
 	}
-	return append(out, sortField{path: "lastUpdated"})
+	if !slices.ContainsFunc(out, func(f sortField) bool { return f.path == "lastUpdated" }) {
+		out = append(out, sortField{path: "lastUpdated"})
+	}
+	return out
+}
+
+// endsWithID tells whether the last key of an order is _id, which then
+// needs no tie-breaker.
+func endsWithID(keys []sortField) bool {
+	return len(keys) > 0 && keys[len(keys)-1].path == "_id"
 }
 
 func orderBy(keys []sortField, dir int) bson.D {
@@ -280,6 +295,9 @@ func orderBy(keys []sortField, dir int) bson.D {
 			d = -d
 		}
 		order = append(order, bson.E{Key: k.path, Value: d})
+	}
+	if endsWithID(keys) {
+		return order
 	}
 	return append(order, bson.E{Key: "_id", Value: dir})
 }
@@ -450,12 +468,16 @@ func (s *Store) mergedStreams(ctx context.Context, coll engine.Collection, q *se
 func keyset(keys []sortField, lacks []bool, c *searchCursor, orSame bool) (beyond bson.D, ok bool) {
 	alts := bson.A{}
 	prefix := bson.D{}
-	for i := 0; i <= len(keys); i++ {
+	last := len(keys) // the position of the _id key
+	if endsWithID(keys) {
+		last--
+	}
+	for i := 0; i <= last; i++ {
 		path, v, desc, rowLacks := "_id", any(c.ID), false, false
 		if i < len(keys) {
 			path, v, desc, rowLacks = keys[i].path, c.Values[i], keys[i].desc, lacks[i]
 		}
-		curLacks := v == nil && i < len(keys)
+		curLacks := v == nil && i < last
 		// the row follows (precedes) the cursor at key i
 		switch {
 		case rowLacks && !curLacks && !c.Backward: // a missing value follows any
@@ -468,14 +490,14 @@ func keyset(keys []sortField, lacks []bool, c *searchCursor, orSame bool) (beyon
 			if desc != c.Backward {
 				op = "$lt"
 			}
-			if orSame && i == len(keys) {
+			if orSame && i == last {
 				op += "e"
 			}
 			alts = append(alts, append(slices.Clone(prefix), bson.E{Key: path, Value: bson.D{{Key: op, Value: v}}}))
 		}
 		// ties at key i: both missing, or the same value
 		switch {
-		case i == len(keys), rowLacks != curLacks:
+		case i == last, rowLacks != curLacks:
 			return orOf(alts)
 		case !rowLacks:
 			prefix = append(slices.Clone(prefix), bson.E{Key: path, Value: v})
@@ -710,8 +732,12 @@ func fillSearchPage(page *SearchPage, q *search.Query, keys []sortField, rows []
 func positionOf(d *searchDoc, keys []sortField, backward bool) searchCursor {
 	c := searchCursor{ID: d.ID, Backward: backward}
 	for _, k := range keys {
-		if k.path == "lastUpdated" {
+		switch k.path {
+		case "lastUpdated":
 			c.Values = append(c.Values, d.LastUpdated)
+			continue
+		case "_id":
+			c.Values = append(c.Values, d.ID)
 			continue
 		}
 		v, err := bson.Raw(d.Sort).LookupErr(sortPath(k.path)...)
