@@ -211,36 +211,37 @@ func (x *extractor) flush(p *Param, idx, sort bson.D) (bson.D, bson.D) {
 	field(":text", &x.text)
 	field(":of-type", &x.ofType)
 	field(":identifier", &x.idns)
-	var lo, hi any
+	putSort := func(lo, hi any) {
+		if !rowSorted[p.Code] {
+			sort = append(sort, sortEntry(p.Code, lo, hi))
+		}
+	}
 	switch {
 	case len(x.dates) > 0:
 		idx = append(idx, bson.E{Key: p.Code, Value: dateValues(x.dates)})
-		l, h := x.dates[0].Lo, x.dates[0].Hi
+		lo, hi := x.dates[0].Lo, x.dates[0].Hi
 		for _, r := range x.dates[1:] {
-			if r.Lo.Before(l) {
-				l = r.Lo
+			if r.Lo.Before(lo) {
+				lo = r.Lo
 			}
-			if r.Hi.After(h) {
-				h = r.Hi
+			if r.Hi.After(hi) {
+				hi = r.Hi
 			}
 		}
-		lo, hi = l, h
+		putSort(lo, hi)
 	case len(x.nums) > 0:
 		idx = append(idx, bson.E{Key: p.Code, Value: numValues(x.nums, p.Type == "quantity")})
-		l, h := x.nums[0].Lo, x.nums[0].Hi
+		lo, hi := x.nums[0].Lo, x.nums[0].Hi
 		for _, r := range x.nums[1:] {
-			l, h = min(l, r.Lo), max(h, r.Hi)
+			lo, hi = min(lo, r.Lo), max(hi, r.Hi)
 		}
-		lo, hi = l, h
+		putSort(lo, hi)
 	case len(x.sortKeys.list) > 0:
-		l, h := x.sortKeys.list[0], x.sortKeys.list[0]
+		lo, hi := x.sortKeys.list[0], x.sortKeys.list[0]
 		for _, s := range x.sortKeys.list[1:] {
-			l, h = min(l, s), max(h, s)
+			lo, hi = min(lo, s), max(hi, s)
 		}
-		lo, hi = l, h
-	}
-	if lo != nil && !rowSorted[p.Code] {
-		sort = append(sort, sortEntry(p.Code, lo, hi))
+		putSort(lo, hi)
 	}
 	return idx, sort
 }
