@@ -1,7 +1,12 @@
 package fhirschema
 
 import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"slices"
 	"strings"
+	"sync"
 	"unicode"
 )
 
@@ -21,11 +26,19 @@ type element struct {
 	array     bool
 	primitive bool // typ is a primitive type
 	shadow    bool // the _name twin of a primitive element
+
+	// What the schema checks of a value besides its shape, which the
+	// walker checks too (see walker.schemaWould): the codes an enumerated
+	// code takes, and the pattern a primitive's string matches.
+	enum    map[string]bool
+	pattern *regexp.Regexp
 }
 
 // schemaDefinition is the part of a schema definition the element table reads.
 type schemaDefinition struct {
 	Properties map[string]schemaProperty `json:"properties"`
+	Required   []string                  `json:"required"`
+	Pattern    string                    `json:"pattern"`
 }
 
 type schemaProperty struct {
@@ -48,6 +61,53 @@ func (p schemaProperty) ref() string {
 // names alone start with a lower-case letter.
 func isPrimitive(def string) bool { return def != "" && unicode.IsLower(rune(def[0])) }
 
+// schemaTables is what the validator reads of the embedded schema's
+// definitions: their elements, and the properties each requires.
+type schemaTables struct {
+	elements map[string]map[string]*element
+	present  map[string][]string
+}
+
+// readSchemaTables reads the tables of the embedded schema, once.
+var readSchemaTables = sync.OnceValues(func() (*schemaTables, error) {
+	var typed struct {
+		Definitions map[string]schemaDefinition `json:"definitions"`
+	}
+	if err := json.Unmarshal(SchemaJSON, &typed); err != nil {
+		return nil, fmt.Errorf("read FHIR schema: %w", err)
+	}
+	t := &schemaTables{elements: elementTable(typed.Definitions), present: map[string][]string{}}
+	for name, d := range typed.Definitions {
+		if len(d.Required) > 0 {
+			t.present[name] = d.Required
+		}
+	}
+	return t, nil
+})
+
+// Element describes the element name of definition def (a type such as
+// "Observation", "Reference" or "Observation_Component", the schema's
+// name of a backbone element): the definitions its value may have (each
+// type of a choice element, named without [x]: "value" of an
+// Observation), whether it repeats, and whether def has it at all.
+func Element(def, name string) (types []string, repeats, ok bool) {
+	tables, err := readSchemaTables()
+	if err != nil {
+		return nil, false, false
+	}
+	m := tables.elements[def]
+	if el := m[name]; el != nil && !el.shadow && el.choice == "" {
+		return []string{el.typ}, el.array, true
+	}
+	for _, el := range m {
+		if el.choice == name && !el.shadow {
+			types, repeats, ok = append(types, el.typ), repeats || el.array, true
+		}
+	}
+	slices.Sort(types)
+	return types, repeats, ok
+}
+
 // elementTable reads, for every definition, what each of its properties is.
 // The schema does not mark choice elements: a property is one type of a
 // choice when its name is a stem followed by its own type's name, at least
@@ -56,6 +116,7 @@ func isPrimitive(def string) bool { return def != "" && unicode.IsLower(rune(def
 // their type is read from the name.
 func elementTable(defs map[string]schemaDefinition) map[string]map[string]*element {
 	out := make(map[string]map[string]*element, len(defs))
+	patterns := map[string]*regexp.Regexp{}
 	for name, d := range defs {
 		m := make(map[string]*element, len(d.Properties))
 		stems := map[string]int{}
@@ -72,6 +133,7 @@ func elementTable(defs map[string]schemaDefinition) map[string]map[string]*eleme
 				}
 			}
 			el.primitive = isPrimitive(el.typ)
+			el.enum, el.pattern = schemaChecks(sp, defs[el.typ], patterns)
 			m[p] = el
 		}
 		for p, el := range m {
@@ -91,6 +153,41 @@ func elementTable(defs map[string]schemaDefinition) map[string]map[string]*eleme
 		out[name] = m
 	}
 	return out
+}
+
+// schemaChecks are the enumeration and the pattern the schema gives a
+// property (or the primitive definition it refers to). Patterns are
+// compiled once each; one that does not compile is dropped.
+func schemaChecks(sp schemaProperty, def schemaDefinition, patterns map[string]*regexp.Regexp) (map[string]bool, *regexp.Regexp) {
+	var enum map[string]bool
+	values := sp.Enum
+	if values == nil && sp.Items != nil {
+		values = sp.Items.Enum
+	}
+	for _, v := range values {
+		if s, ok := v.(string); ok {
+			if enum == nil {
+				enum = map[string]bool{}
+			}
+			enum[s] = true
+		}
+	}
+	src := sp.Pattern
+	if src == "" && sp.Items != nil {
+		src = sp.Items.Pattern
+	}
+	if src == "" {
+		src = def.Pattern
+	}
+	if src == "" {
+		return enum, nil
+	}
+	re, seen := patterns[src]
+	if !seen {
+		re, _ = regexp.Compile(src)
+		patterns[src] = re
+	}
+	return enum, re
 }
 
 // propertyType is the definition a property's value has: its $ref, code for

@@ -53,6 +53,8 @@ type Validator struct {
 	elements map[string]map[string]*element
 	// required lists primitive elements with minimum cardinality 1.
 	required map[string][]string
+	// present lists, per definition, the properties the schema requires.
+	present map[string][]string
 	// coreExtensions holds the value types of core extension definitions.
 	coreExtensions map[string][]string
 }
@@ -83,13 +85,11 @@ func NewValidator() (*Validator, error) {
 		"required":   []any{"resourceType"},
 		"properties": map[string]any{"resourceType": map[string]any{"type": "string"}},
 	}
-	var typed struct {
-		Definitions map[string]schemaDefinition `json:"definitions"`
+	tables, err := readSchemaTables()
+	if err != nil {
+		return nil, err
 	}
-	if err := json.Unmarshal(SchemaJSON, &typed); err != nil {
-		return nil, fmt.Errorf("read FHIR schema: %w", err)
-	}
-	v := &Validator{schemas: map[string]*jsonschema.Schema{}, elements: elementTable(typed.Definitions)}
+	v := &Validator{schemas: map[string]*jsonschema.Schema{}, elements: tables.elements, present: tables.present}
 	if err := json.Unmarshal(requiredJSON, &v.required); err != nil {
 		return nil, fmt.Errorf("read required elements: %w", err)
 	}
@@ -118,13 +118,19 @@ func NewValidator() (*Validator, error) {
 // Validate checks a JSON resource of type typ. A body that is not a JSON
 // object with that resourceType yields a structure error at the root.
 func (v *Validator) Validate(typ string, body []byte, opts Options) *Result {
+	return v.validate(typ, body, opts, false)
+}
+
+// validate is Validate, with the schema run on every resource when always
+// is set: the walk alone answers the same for every resource.
+func (v *Validator) validate(typ string, body []byte, opts Options, always bool) *Result {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	var doc any
 	if err := dec.Decode(&doc); err != nil {
 		return &Result{Issues: []Issue{{Severity: "error", Code: "structure", Diagnostics: "the body is not valid JSON: " + err.Error()}}}
 	}
-	w := &walker{v: v, opts: opts, seen: map[string]bool{}}
+	w := &walker{v: v, opts: opts, seen: map[string]bool{}, alwaysSchema: always}
 	w.resource(typ, doc, typ)
 	sort.SliceStable(w.issues, func(i, j int) bool { return w.issues[i].Expression < w.issues[j].Expression })
 	return &Result{Issues: w.issues}
@@ -136,6 +142,14 @@ type walker struct {
 	opts   Options
 	issues []Issue
 	seen   map[string]bool
+	// schemaWould is set when a value breaks a rule of the schema that
+	// the walk does not report itself (an unknown or missing property, a
+	// code outside its enumeration, a string off its pattern): the schema
+	// then validates the resource, and its issues say what is wrong.
+	schemaWould bool
+	// alwaysSchema validates with the schema even when the walk found
+	// nothing it would reject (for tests comparing both ways).
+	alwaysSchema bool
 }
 
 // add records an issue unless one of the same severity is already at its
@@ -174,6 +188,9 @@ func (w *walker) resource(typ string, doc any, path string) {
 		return
 	}
 	w.object(obj, &loc{root: path}, typ)
+	if len(w.issues) == 0 && !w.schemaWould && !w.alwaysSchema {
+		return // the schema finds nothing when the walk does not
+	}
 	pruneExtensionNulls(obj)
 	if err := schema.Validate(doc); err != nil {
 		if ve, ok := err.(*jsonschema.ValidationError); ok {

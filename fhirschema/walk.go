@@ -34,13 +34,20 @@ func (l *loc) item(i int) *loc        { return &loc{parent: l, index: i} }
 // length) of a primitive, primitive values within their type's domain,
 // required primitives present as value or _name, one type per choice
 // element, and the extension rules. Nested resources are validated against
-// their own type. Unknown properties are left to the schema.
+// their own type. Unknown and missing properties, enumerations and
+// patterns are left to the schema, which runs when the walk meets one
+// broken (schemaWould).
 func (w *walker) object(obj map[string]any, at *loc, def string) {
 	if len(obj) == 0 {
 		w.errorf("structure", at.String(), "empty objects are not allowed in FHIR JSON; leave the element out")
 		return
 	}
 	elems := w.v.elements[def]
+	for _, name := range w.v.present[def] {
+		if _, ok := obj[name]; !ok {
+			w.schemaWould = true
+		}
+	}
 	for _, name := range w.v.required[def] {
 		_, value := obj[name]
 		_, twin := obj["_"+name]
@@ -52,6 +59,9 @@ func (w *walker) object(obj map[string]any, at *loc, def string) {
 	for k, child := range obj {
 		el := elems[k]
 		if el == nil {
+			if k != "resourceType" || w.v.schemas[def] == nil {
+				w.schemaWould = true // an unknown property
+			}
 			continue
 		}
 		if el.choice != "" && !el.shadow {
@@ -86,6 +96,9 @@ func (w *walker) value(v any, at *loc, el *element, name string) {
 	case el.primitive:
 		if problem, code := primitiveChecks[el.typ](v); problem != "" {
 			w.errorf(code, at.String(), "%s (FHIR %s)", problem, el.typ)
+		}
+		if s, ok := v.(string); ok && (el.enum != nil && !el.enum[s] || el.pattern != nil && !el.pattern.MatchString(s)) {
+			w.schemaWould = true
 		}
 	case el.typ == "ResourceList":
 		w.resource("", v, at.String())

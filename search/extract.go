@@ -236,6 +236,10 @@ func (x *extractor) flush(p *Param, idx, sort bson.D) (bson.D, bson.D) {
 			lo, hi = min(lo, r.Lo), max(hi, r.Hi)
 		}
 		putSort(lo, hi)
+	case len(x.sortKeys.list) > 0 && p.oneSortValue:
+		if !rowSorted[p.Code] {
+			sort = append(sort, bson.E{Key: p.Code, Value: bson.D{{Key: "a", Value: x.sortKeys.list[0]}}})
+		}
 	case len(x.sortKeys.list) > 0:
 		lo, hi := x.sortKeys.list[0], x.sortKeys.list[0]
 		for _, s := range x.sortKeys.list[1:] {
@@ -246,6 +250,8 @@ func (x *extractor) flush(p *Param, idx, sort bson.D) (bson.D, bson.D) {
 	return idx, sort
 }
 
+// sortEntry is a parameter's sort values: its least (a), which ascending
+// order sorts by, and its greatest (d), for descending order.
 func sortEntry(code string, lo, hi any) bson.E {
 	return bson.E{Key: code, Value: bson.D{{Key: "a", Value: lo}, {Key: "d", Value: hi}}}
 }

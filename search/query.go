@@ -36,6 +36,9 @@ type SortKey struct {
 	Descending bool
 	// Type is the parameter's type, which decides the kind of its sort values.
 	Type string
+	// OneValue tells that the parameter has at most one sort value on any
+	// resource: its sort field holds only the least (a), for both orders.
+	OneValue bool
 }
 
 // MaxSortKeys is how many keys _sort takes.
@@ -403,7 +406,7 @@ func (q *Query) parseSort(r *Registry, v string) error {
 			return errorf("_sort", "%q is sorted by twice", code)
 		}
 		seen[code] = true
-		q.Sort = append(q.Sort, SortKey{Param: code, Descending: desc, Type: p.Type})
+		q.Sort = append(q.Sort, SortKey{Param: code, Descending: desc, Type: p.Type, OneValue: p.oneSortValue})
 	}
 	return nil
 }

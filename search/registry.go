@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"unicode"
 
+	"fhirstore/fhirschema"
 	"fhirstore/search/fhirpath"
 )
 
@@ -36,6 +38,10 @@ type Param struct {
 	system string
 	// single marks a composite of the resource itself: one stored element.
 	single bool
+	// oneSortValue marks a parameter whose values on any resource give at
+	// most one sort value (see hasOneSortValue): its sort field holds only
+	// the least (.a), which is also the greatest.
+	oneSortValue bool
 	// pointKey marks a token$quantity or token$number composite, whose
 	// elements also store point keys (see withPointKeys).
 	pointKey bool
@@ -180,9 +186,41 @@ func (r *Registry) add(d definition, compiled map[string]*fhirpath.Expr) error {
 		}
 		pt := p
 		pt.expr = expr
+		pt.oneSortValue = hasOneSortValue(&pt, base)
 		r.register(base, &pt)
 	}
 	return nil
+}
+
+// OneSortValue tells whether the parameter has at most one sort value on
+// any resource, by the definitions of the elements its expression selects.
+func (p *Param) OneSortValue() bool { return p.oneSortValue }
+
+// oneSortTypes are the complex types whose element gives one sort value:
+// a Coding its code, an Identifier or ContactPoint its value, a Reference
+// its reference. A primitive gives its own value.
+var oneSortTypes = map[string]bool{"Coding": true, "Identifier": true, "ContactPoint": true, "Reference": true}
+
+// hasOneSortValue tells whether p's values on any resource of type base
+// give at most one sort value, by the element definitions: its expression
+// selects at most one element, of a type with one sort value (a
+// CodeableConcept, HumanName or Address has several).
+func hasOneSortValue(p *Param, base string) bool {
+	switch p.Type {
+	case "token", "reference", "string", "uri":
+	default:
+		return false // dates and numbers sort by the bounds of their ranges
+	}
+	types, ok := p.expr.AtMostOne(base, fhirschema.Element)
+	if !ok || len(types) == 0 {
+		return false
+	}
+	for _, t := range types {
+		if !oneSortTypes[t] && (t == "" || !unicode.IsLower(rune(t[0]))) {
+			return false
+		}
+	}
+	return true
 }
 
 func (r *Registry) register(t string, p *Param) {

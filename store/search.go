@@ -269,9 +269,9 @@ func sortFields(keys []search.SortKey) []sortField {
 			out = append(out, sortField{path: "lastUpdated", desc: k.Descending})
 			continue
 		}
-		f := sortField{path: "sort." + k.Param + ".a", least: leastSortValue(k.Type)}
-		if k.Descending {
-			f.path, f.desc = "sort."+k.Param+".d", true
+		f := sortField{path: "sort." + k.Param + ".a", desc: k.Descending, least: leastSortValue(k.Type)}
+		if k.Descending && !k.OneValue {
+			f.path = "sort." + k.Param + ".d"
 		}
 		out = append(out, f)
 	}

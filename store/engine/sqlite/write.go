@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"runtime"
@@ -158,18 +159,37 @@ const entriesPerInsert = 100
 // entryRows collects index entries (of one or several documents) and
 // inserts them entriesPerInsert at a time.
 type entryRows struct {
-	n    names
-	args []any // f, v, rid of each entry
+	n     names
+	args  []any // f, v, rid of each entry
+	coded []codedEntry
+}
+
+// codedEntry is an entry with its path's number.
+type codedEntry struct {
+	f int64
+	v any
 }
 
 // add adds the entries of document rid, inserting full statements' worth.
+// They go in in the order of r_C's key (rid, f, v): each lands after the
+// last, where SQLite appends without descending the B-tree.
 func (r *entryRows) add(ctx context.Context, w *conn, rid int64, entries []entry) error {
+	r.coded = r.coded[:0]
 	for _, e := range entries {
 		f, err := w.codes.code(ctx, w, e.f)
 		if err != nil {
 			return err
 		}
-		r.args = append(r.args, f, e.v, rid)
+		r.coded = append(r.coded, codedEntry{f, e.v})
+	}
+	slices.SortFunc(r.coded, func(a, b codedEntry) int {
+		if c := cmp.Compare(a.f, b.f); c != 0 {
+			return c
+		}
+		return compareValues(a.v, b.v)
+	})
+	for _, e := range r.coded {
+		r.args = append(r.args, e.f, e.v, rid)
 		if len(r.args) == 3*entriesPerInsert {
 			if err := r.flush(ctx, w); err != nil {
 				return err
