@@ -16,8 +16,9 @@
 // read transaction, so what it plans with and what it reads are one
 // snapshot. Connections map the file into memory (mmap) and keep a
 // modest page cache. A checkpointer of its own copies committed pages
-// from the WAL into the file at most four times a second while writes go
-// on (a PASSIVE checkpoint: it waits for no reader or writer), so that
+// from the WAL into the file at most once a second while writes go on (a
+// PASSIVE checkpoint: it waits for no reader or writer; a page that
+// several transactions of that second wrote is copied once), so that
 // the writer, which all writes queue behind, does not; the writer
 // checkpoints itself only when the WAL outgrows 1 GiB. The engine drives SQLite (modernc.org/sqlite, SQLite
 // compiled to Go) through its C API rather than database/sql, whose

@@ -98,7 +98,7 @@ func openFile(dir, name string, readConns int, ws *wordPaths, log *zap.Logger) (
 
 // checkpointEvery is how often at most the checkpointer runs while writes
 // go on.
-const checkpointEvery = 250 * time.Millisecond
+const checkpointEvery = time.Second
 
 // checkpointer copies the pages the writes committed to the WAL into the
 // database file, on a connection of its own, so that the writer does not
