@@ -5,9 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"strconv"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"fhirstore/store/document"
 )
 
 // index extracts the search values of a resource (its stored JSON) as the
@@ -25,7 +28,63 @@ func (s *Store) index(typ string, resourceJSON []byte) (bson.Raw, bson.Raw, erro
 	if err := dec.Decode(&res); err != nil {
 		return nil, nil, fmt.Errorf("index %s: %w", typ, err)
 	}
-	idx, sortDoc := reg.Extract(typ, res)
+	return s.indexValues(typ, res)
+}
+
+// indexParsed is index of the resource doc (parsed by document.FromJSON,
+// numText its numbers' texts) whose JSON is resourceJSON: it reads doc
+// rather than parsing the JSON again when no number has a text of its own.
+func (s *Store) indexParsed(typ string, doc bson.D, numText []document.NumText, resourceJSON []byte) (bson.Raw, bson.Raw, error) {
+	if s.opts.Registry == nil {
+		return nil, nil, nil
+	}
+	if len(numText) == 0 {
+		if res, ok := jsonValue(doc).(map[string]any); ok {
+			return s.indexValues(typ, res)
+		}
+	}
+	return s.index(typ, resourceJSON)
+}
+
+// jsonValue is v, a value of a parsed document, as encoding/json decodes
+// its JSON with UseNumber: numbers as their canonical text (as the stored
+// JSON renders them when they have no text of their own). A value of any
+// other type makes it answer nil.
+func jsonValue(v any) any {
+	switch x := v.(type) {
+	case bson.D:
+		m := make(map[string]any, len(x))
+		for _, e := range x {
+			c := jsonValue(e.Value)
+			if c == nil && e.Value != nil {
+				return nil
+			}
+			m[e.Key] = c
+		}
+		return m
+	case bson.A:
+		a := make([]any, len(x))
+		for i, e := range x {
+			if a[i] = jsonValue(e); a[i] == nil && e != nil {
+				return nil
+			}
+		}
+		return a
+	case string, bool:
+		return x
+	case int32:
+		return json.Number(strconv.FormatInt(int64(x), 10))
+	case int64:
+		return json.Number(strconv.FormatInt(x, 10))
+	case float64:
+		return json.Number(document.FormatFloat(x))
+	}
+	return nil
+}
+
+// indexValues is index of the resource res, decoded with UseNumber.
+func (s *Store) indexValues(typ string, res map[string]any) (bson.Raw, bson.Raw, error) {
+	idx, sortDoc := s.opts.Registry.Extract(typ, res)
 	idxRaw, err := bson.Marshal(idx)
 	if err != nil {
 		return nil, nil, fmt.Errorf("index %s: %w", typ, err)

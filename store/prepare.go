@@ -107,7 +107,7 @@ func checkBodyID(typ, urlID string, doc bson.D) error {
 
 // finish sets id and meta.versionId/lastUpdated and returns the stored BSON
 // and the JSON the client will see.
-func (p *prepared) finish(id string, vid int, ts time.Time) (bson.Raw, []byte, error) {
+func (p *prepared) finish(id string, vid int, ts time.Time) (bson.D, bson.Raw, []byte, error) {
 	doc := setKey(p.doc, "id", id, "resourceType")
 	meta, _ := lookup(doc, "meta").(bson.D)
 	meta = setKey(meta, "versionId", fmt.Sprint(vid), "")
@@ -115,13 +115,13 @@ func (p *prepared) finish(id string, vid int, ts time.Time) (bson.Raw, []byte, e
 	doc = setKey(doc, "meta", meta, "id")
 	raw, err := bson.Marshal(doc)
 	if err != nil {
-		return nil, nil, fmt.Errorf("encode %s/%s: %w", p.typ, id, err)
+		return nil, nil, nil, fmt.Errorf("encode %s/%s: %w", p.typ, id, err)
 	}
 	out, err := document.ToJSON(raw, p.numText)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return raw, out, nil
+	return doc, raw, out, nil
 }
 
 func lookup(doc bson.D, key string) any {

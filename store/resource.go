@@ -296,11 +296,12 @@ func (s *Store) buildVersion(in *prepared, id string, cur *storedDoc, method str
 			ts = cur.LastUpdated.Add(time.Millisecond)
 		}
 	}
+	var doc bson.D
 	var raw bson.Raw
 	var out []byte
 	if method != "DELETE" {
 		var err error
-		if raw, out, err = in.finish(id, vid, ts); err != nil {
+		if doc, raw, out, err = in.finish(id, vid, ts); err != nil {
 			return nil, err
 		}
 	}
@@ -314,7 +315,7 @@ func (s *Store) buildVersion(in *prepared, id string, cur *storedDoc, method str
 	}
 	if !v.doc.Deleted {
 		var err error
-		if v.doc.Idx, v.doc.Sort, err = s.index(in.typ, out); err != nil {
+		if v.doc.Idx, v.doc.Sort, err = s.indexParsed(in.typ, doc, in.numText, out); err != nil {
 			return nil, err
 		}
 	}
