@@ -89,7 +89,9 @@ type Decoded struct {
 
 // FromJSON parses one JSON object into an ordered BSON document. It rejects
 // invalid UTF-8, duplicate keys, keys MongoDB cannot store ('$' prefix, '.'),
-// nesting deeper than maxDepth and trailing data.
+// nesting deeper than maxDepth and trailing data. A valid object is parsed
+// in one pass over its bytes; anything else goes through json.Decoder's
+// tokens, whose errors (with their offsets) FromJSON reports.
 func FromJSON(data []byte, maxDepth int) (*Decoded, error) {
 	if maxDepth <= 0 {
 		maxDepth = DefaultMaxDepth
@@ -97,6 +99,14 @@ func FromJSON(data []byte, maxDepth int) (*Decoded, error) {
 	if !utf8.Valid(data) {
 		return nil, &SyntaxError{Offset: int64(firstInvalidUTF8(data)), Msg: "body is not valid UTF-8"}
 	}
+	if d, err := parseFast(data, maxDepth); err == nil {
+		return d, nil
+	}
+	return parseTokens(data, maxDepth)
+}
+
+// parseTokens is FromJSON through json.Decoder's tokens.
+func parseTokens(data []byte, maxDepth int) (*Decoded, error) {
 	p := &parser{dec: json.NewDecoder(bytes.NewReader(data)), maxDepth: maxDepth}
 	p.dec.UseNumber()
 	tok, err := p.token()
