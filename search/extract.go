@@ -213,7 +213,7 @@ func (x *extractor) flush(p *Param, idx, sort bson.D) (bson.D, bson.D) {
 	field(":identifier", &x.idns)
 	putSort := func(lo, hi any) {
 		if !rowSorted[p.Code] {
-			sort = append(sort, sortEntry(p.Code, lo, hi))
+			sort = append(sort, sortEntry(p, lo, hi))
 		}
 	}
 	switch {
@@ -236,10 +236,6 @@ func (x *extractor) flush(p *Param, idx, sort bson.D) (bson.D, bson.D) {
 			lo, hi = min(lo, r.Lo), max(hi, r.Hi)
 		}
 		putSort(lo, hi)
-	case len(x.sortKeys.list) > 0 && p.oneSortValue:
-		if !rowSorted[p.Code] {
-			sort = append(sort, bson.E{Key: p.Code, Value: bson.D{{Key: "a", Value: x.sortKeys.list[0]}}})
-		}
 	case len(x.sortKeys.list) > 0:
 		lo, hi := x.sortKeys.list[0], x.sortKeys.list[0]
 		for _, s := range x.sortKeys.list[1:] {
@@ -250,10 +246,14 @@ func (x *extractor) flush(p *Param, idx, sort bson.D) (bson.D, bson.D) {
 	return idx, sort
 }
 
-// sortEntry is a parameter's sort values: its least (a), which ascending
-// order sorts by, and its greatest (d), for descending order.
-func sortEntry(code string, lo, hi any) bson.E {
-	return bson.E{Key: code, Value: bson.D{{Key: "a", Value: lo}, {Key: "d", Value: hi}}}
+// sortEntry is p's sort values: its least (a), which ascending order
+// sorts by, and its greatest (d), for descending order; only a for a
+// parameter with one sort value, which both orders read.
+func sortEntry(p *Param, lo, hi any) bson.E {
+	if p.oneSortValue {
+		return bson.E{Key: p.Code, Value: bson.D{{Key: "a", Value: lo}}}
+	}
+	return bson.E{Key: p.Code, Value: bson.D{{Key: "a", Value: lo}, {Key: "d", Value: hi}}}
 }
 
 func dateValues(ranges []DateRange) bson.A {
