@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -69,24 +70,44 @@ func (r *Registry) addComposite(d definition, byURL map[string]definition, compi
 	}
 }
 
-// linkCombos makes each combo-X composite (Observation's
-// "Observation | Observation.component") the union of X (the Observation)
-// and component-X (its components) when both exist with the same
-// components: a search of it searches both, and it stores nothing of its
-// own, rather than a copy of both.
+// linkCombos makes each combo-X parameter of a type the union of X and
+// component-X when its branches are exactly theirs: Observation's
+// combo-code ("Observation.code | Observation.component.code") is code
+// and component-code, combo-code-value-quantity ("Observation |
+// Observation.component") is code-value-quantity and
+// component-code-value-quantity. A search of it searches both, and it
+// stores no search values of its own, rather than a copy of both (a
+// token or quantity keeps its sort values: _sort reads one field).
 func (r *Registry) linkCombos() {
-	for _, params := range r.byType {
+	for typ, params := range r.byType {
 		for code, p := range params {
 			rest, ok := strings.CutPrefix(code, "combo-")
-			if !ok || p.Type != "composite" {
+			if !ok {
 				continue
 			}
 			own, comp := params[rest], params["component-"+rest]
-			if own != nil && comp != nil && sameComponents(p, own) && sameComponents(p, comp) {
+			if own == nil || comp == nil || own.Type != p.Type || comp.Type != p.Type {
+				continue
+			}
+			if p.Type == "composite" && sameComponents(p, own) && sameComponents(p, comp) ||
+				p.Type != "composite" && p.system == own.system && p.system == comp.system && sameBranches(typ, p, own, comp) {
 				p.union = []*Param{own, comp}
 			}
 		}
 	}
+}
+
+// sameBranches tells whether p's expression on typ is the union of own's
+// and comp's, branch for branch.
+func sameBranches(typ string, p, own, comp *Param) bool {
+	branches := func(q *Param) []string {
+		out := splitUnion(branchesFor(q.Expression, typ, q.Base))
+		slices.Sort(out)
+		return out
+	}
+	both := append(branches(own), branches(comp)...)
+	slices.Sort(both)
+	return slices.Equal(branches(p), both)
 }
 
 func sameComponents(a, b *Param) bool {
@@ -462,7 +483,47 @@ func unescape(v string) string {
 	return b.String()
 }
 
-// unionMissing is :missing of a composite stored as its union's: missing
+// negating are the modifiers whose condition holds when no value matches:
+// a union's holds when it holds on every parameter united.
+var negating = map[string]bool{"not": true, "not-in": true}
+
+// unionCondition is a search of a token or quantity parameter stored as
+// its union's: the same search of each parameter united, any of them
+// matching (every one, for a negating modifier).
+func unionCondition(p *Param, name, modifier, value string) (bson.D, func(bson.Raw) bool, error) {
+	conds := make([]bson.D, 0, len(p.union))
+	var checks []func(bson.Raw) bool
+	for _, u := range p.union {
+		cond, check, err := condition(u, name, modifier, value)
+		if err != nil {
+			return nil, nil, err
+		}
+		conds = append(conds, cond)
+		if check != nil {
+			checks = append(checks, check)
+		}
+	}
+	if negating[modifier] && len(checks) == 0 {
+		all := make(bson.A, len(conds))
+		for i, c := range conds {
+			all[i] = c
+		}
+		return bson.D{{Key: "$and", Value: all}}, nil, nil
+	}
+	switch {
+	case negating[modifier]:
+	case len(checks) == 0:
+		return anyOf(conds), nil, nil
+	case len(checks) == len(conds):
+		// each check decides its own parameter's stored values entirely
+		return anyOf(conds), func(idx bson.Raw) bool {
+			return slices.ContainsFunc(checks, func(c func(bson.Raw) bool) bool { return c(idx) })
+		}, nil
+	}
+	return nil, nil, fmt.Errorf("search %s: its united parameters' conditions cannot be combined exactly", name)
+}
+
+// unionMissing is :missing of a parameter stored as its union's: missing
 // from all of them, or present in one.
 func unionMissing(p *Param, name, value string) (bson.D, func(bson.Raw) bool, error) {
 	var conds []bson.D

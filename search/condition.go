@@ -36,6 +36,9 @@ func condition(p *Param, name, modifier, value string) (bson.D, func(bson.Raw) b
 	if p.Type == "composite" {
 		return compositeCondition(p, name, modifier, value)
 	}
+	if len(p.union) > 0 {
+		return unionCondition(p, name, modifier, value)
+	}
 	values := splitValues(value)
 	if len(values) == 0 {
 		return nil, nil, errorf(name, "no value given")

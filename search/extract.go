@@ -199,10 +199,11 @@ func (x *extractor) uri(s string) {
 // fields of its own (_id, lastUpdated): they have no sort field.
 var rowSorted = map[string]bool{"_id": true, "_lastUpdated": true}
 
-// flush appends the gathered values of p to idx and sort.
+// flush appends the gathered values of p to idx and sort; a union's go to
+// sort only, as idx holds them under the parameters it unites.
 func (x *extractor) flush(p *Param, idx, sort bson.D) (bson.D, bson.D) {
 	field := func(suffix string, s *set) {
-		if len(s.list) > 0 {
+		if len(s.list) > 0 && len(p.union) == 0 {
 			idx = append(idx, bson.E{Key: p.Code + suffix, Value: append([]string(nil), s.list...)})
 		}
 	}
@@ -218,7 +219,9 @@ func (x *extractor) flush(p *Param, idx, sort bson.D) (bson.D, bson.D) {
 	}
 	switch {
 	case len(x.dates) > 0:
-		idx = append(idx, bson.E{Key: p.Code, Value: dateValues(x.dates)})
+		if len(p.union) == 0 {
+			idx = append(idx, bson.E{Key: p.Code, Value: dateValues(x.dates)})
+		}
 		lo, hi := x.dates[0].Lo, x.dates[0].Hi
 		for _, r := range x.dates[1:] {
 			if r.Lo.Before(lo) {
@@ -230,7 +233,9 @@ func (x *extractor) flush(p *Param, idx, sort bson.D) (bson.D, bson.D) {
 		}
 		putSort(lo, hi)
 	case len(x.nums) > 0:
-		idx = append(idx, bson.E{Key: p.Code, Value: numValues(x.nums, p.Type == "quantity")})
+		if len(p.union) == 0 {
+			idx = append(idx, bson.E{Key: p.Code, Value: numValues(x.nums, p.Type == "quantity")})
+		}
 		lo, hi := x.nums[0].Lo, x.nums[0].Hi
 		for _, r := range x.nums[1:] {
 			lo, hi = min(lo, r.Lo), max(hi, r.Hi)

@@ -152,14 +152,17 @@ func TestExtractObservationExample(t *testing.T) {
 		"encounter":            []string{"Encounter/example", "example"},
 		"date":                 dates(at(t, "2016-03-28T00:00:00Z"), at(t, "2016-03-28T23:59:59.999999999Z")),
 		"value-quantity":       quantity,
-		"combo-value-quantity": quantity,
+		"combo-value-quantity": nil, // searched as value-quantity and component-value-quantity
+		"combo-code":           nil,
 		"value-concept":        nil,
 		"value-date":           nil,
 		"value-string":         nil,
 		"performer":            nil,
 	})
-	if got, _ := lookup(sort, "value-quantity"); !reflect.DeepEqual(got, bson.D{{Key: "a", Value: 184.5}, {Key: "d", Value: 185.5}}) {
-		t.Errorf("sort[value-quantity] = %v", got)
+	for _, code := range []string{"value-quantity", "combo-value-quantity"} {
+		if got, _ := lookup(sort, code); !reflect.DeepEqual(got, bson.D{{Key: "a", Value: 184.5}, {Key: "d", Value: 185.5}}) {
+			t.Errorf("sort[%s] = %v", code, got)
+		}
 	}
 	if got, _ := lookup(sort, "code"); !reflect.DeepEqual(got, bson.D{{Key: "a", Value: "27113001"}, {Key: "d", Value: "body-weight"}}) {
 		t.Errorf("sort[code] = %v", got)

@@ -12,6 +12,9 @@ import (
 func (r *Registry) IndexFields(resourceType string) []string {
 	var out []string
 	for _, p := range r.Params(resourceType) {
+		if len(p.union) > 0 {
+			continue // searched through the parameters it unites
+		}
 		field := "idx." + p.Code
 		switch p.Type {
 		case "date", "number", "quantity":
@@ -25,9 +28,6 @@ func (r *Registry) IndexFields(resourceType string) []string {
 		case "uri", "special":
 			out = append(out, field)
 		case "composite":
-			if len(p.union) > 0 {
-				continue // searched through the composites it unites
-			}
 			// Every R4 composite starts with a token or reference: its
 			// equality drives the search, the other components narrow the
 			// index's matches (MongoDB allows 64 indexes a collection).
