@@ -213,7 +213,7 @@ func pointKey(form string) string {
 // needs no check. It reports false when the tuple has another shape.
 func pointKeyCondition(field, form, value string) (bson.D, bool) {
 	cmp, rest := splitPrefix(value)
-	if strings.Contains(rest, "|") {
+	if strings.Contains(rest, "|") || systemOnly(form) { // a system's codes have no key of their own
 		return nil, false
 	}
 	v, err := strconv.ParseFloat(rest, 64)
@@ -386,7 +386,12 @@ func componentNames(p *Param) string {
 // such as a quantity's exact value, need the test).
 func componentCondition(c Component, field, key, name, v string) (bson.D, elementCheck, bool, error) {
 	switch c.Type {
-	case "token", "uri":
+	case "token":
+		if systemOnly(v) {
+			return bson.D{{Key: field, Value: prefix(v)}}, hasString(key, func(s string) bool { return strings.HasPrefix(s, v) }), true, nil
+		}
+		return bson.D{{Key: field, Value: v}}, hasString(key, func(s string) bool { return s == v }), true, nil
+	case "uri":
 		return bson.D{{Key: field, Value: v}}, hasString(key, func(s string) bool { return s == v }), true, nil
 	case "reference":
 		forms := []string{v}

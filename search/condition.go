@@ -133,14 +133,58 @@ func stringCondition(field, name, modifier string, values []string) (bson.D, fun
 	return anyOf(conds), nil, nil
 }
 
+// systemOnly tells a token value naming a code system and no code
+// ("http://loinc.org|"): it matches the stored system|code forms (and
+// system| of a coding without a code) by prefix.
+func systemOnly(v string) bool {
+	i := strings.IndexByte(v, '|')
+	return i > 0 && i == len(v)-1
+}
+
+// tokenAny matches the documents with a token form at field equal to one
+// of values, or under a system-only value's system.
+func tokenAny(field string, values []string) bson.D {
+	var eqs []string
+	var conds []bson.D
+	for _, v := range values {
+		if systemOnly(v) {
+			conds = append(conds, bson.D{{Key: field, Value: prefix(v)}})
+		} else {
+			eqs = append(eqs, v)
+		}
+	}
+	if len(eqs) > 0 {
+		conds = append([]bson.D{eqAny(field, eqs)}, conds...)
+	}
+	return anyOf(conds)
+}
+
+// tokenNone matches the documents tokenAny does not.
+func tokenNone(field string, values []string) bson.D {
+	var eqs []string
+	var conds bson.A
+	for _, v := range values {
+		if systemOnly(v) {
+			conds = append(conds, bson.D{{Key: field, Value: bson.D{{Key: "$not", Value: prefix(v)}}}})
+		} else {
+			eqs = append(eqs, v)
+		}
+	}
+	if len(eqs) > 0 {
+		conds = append(bson.A{bson.D{{Key: field, Value: bson.D{{Key: "$nin", Value: eqs}}}}}, conds...)
+	}
+	if len(conds) == 1 {
+		return conds[0].(bson.D)
+	}
+	return bson.D{{Key: "$and", Value: conds}}
+}
+
 func tokenCondition(field, name, modifier string, values []string) (bson.D, func(bson.Raw) bool, error) {
 	switch modifier {
-	case "", "not":
-		forms := values
-		if modifier == "not" {
-			return bson.D{{Key: field, Value: bson.D{{Key: "$nin", Value: forms}}}}, nil, nil
-		}
-		return eqAny(field, forms), nil, nil
+	case "":
+		return tokenAny(field, values), nil, nil
+	case "not":
+		return tokenNone(field, values), nil, nil
 	case "text":
 		conds := make([]bson.D, 0, len(values))
 		for _, v := range values {
@@ -163,7 +207,7 @@ func tokenCondition(field, name, modifier string, values []string) (bson.D, func
 func referenceCondition(p *Param, field, name, modifier string, values []string) (bson.D, func(bson.Raw) bool, error) {
 	switch {
 	case modifier == "identifier":
-		return eqAny(field+":identifier", values), nil, nil
+		return tokenAny(field+":identifier", values), nil, nil
 	case strings.Contains(modifier, "."):
 		return nil, nil, errorf(name, "chained parameters are not supported yet")
 	case modifier != "":

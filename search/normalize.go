@@ -81,7 +81,8 @@ type tokens struct {
 	codes               []string // the bare codes or values, for sorting
 }
 
-// codeForms are the token forms of a code in a system ("" when none).
+// codeForms are the token forms of a code in a system ("" when none): a
+// search of the system alone (system|) matches system|code by prefix.
 func codeForms(system, code string) []string {
 	switch {
 	case code == "" && system == "":
@@ -91,7 +92,7 @@ func codeForms(system, code string) []string {
 	case system == "":
 		return []string{code, "|" + code}
 	}
-	return []string{system + "|" + code, code, system + "|"}
+	return []string{system + "|" + code, code}
 }
 
 // codingTokens indexes a Coding: its code in its system and its display.

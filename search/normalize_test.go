@@ -53,14 +53,14 @@ func TestTokens(t *testing.T) {
 		want            tokens
 	}{
 		{"coding", `{"system":"http://loinc.org","code":"29463-7","display":"Body Weight"}`, "Coding",
-			tokens{forms: []string{"http://loinc.org|29463-7", "29463-7", "http://loinc.org|"}, text: []string{"body weight"}, codes: []string{"29463-7"}}},
+			tokens{forms: []string{"http://loinc.org|29463-7", "29463-7"}, text: []string{"body weight"}, codes: []string{"29463-7"}}},
 		{"coding without system", `{"code":"x"}`, "", tokens{forms: []string{"x", "|x"}, codes: []string{"x"}}},
 		{"coding without code", `{"system":"http://s"}`, "Coding", tokens{forms: []string{"http://s|"}}},
 		{"concept", `{"coding":[{"system":"s","code":"a"},{"code":"b","display":"Bé"}],"text":"Some  Text"}`, "",
-			tokens{forms: []string{"s|a", "a", "s|", "b", "|b"}, text: []string{"some text", "be"}, codes: []string{"a", "b"}}},
+			tokens{forms: []string{"s|a", "a", "b", "|b"}, text: []string{"some text", "be"}, codes: []string{"a", "b"}}},
 		{"concept with text only", `{"text":"Free"}`, "", tokens{text: []string{"free"}}},
 		{"identifier", `{"use":"usual","type":{"coding":[{"system":"http://terminology.hl7.org/CodeSystem/v2-0203","code":"MR"}],"text":"MRN"},"system":"urn:oid:1.2.36.146.595.217.0.1","value":"12345"}`, "",
-			tokens{forms: []string{"urn:oid:1.2.36.146.595.217.0.1|12345", "12345", "urn:oid:1.2.36.146.595.217.0.1|"}, text: []string{"mrn"},
+			tokens{forms: []string{"urn:oid:1.2.36.146.595.217.0.1|12345", "12345"}, text: []string{"mrn"},
 				ofType: []string{"http://terminology.hl7.org/CodeSystem/v2-0203|MR|12345"}, codes: []string{"12345"}}},
 		{"identifier without system", `{"value":"A1"}`, "Identifier", tokens{forms: []string{"A1", "|A1"}, codes: []string{"A1"}}},
 		{"contact point", `{"system":"phone","value":"(03) 5555 6473","use":"work"}`, "",

@@ -26,6 +26,7 @@
 //	op        = $eq $ne $gt $gte $lt $lte            value: string, number, bool, time
 //	          | $in $nin                             value: array of those
 //	          | $exists                              value: bool
+//	          | $not                                 value: regex; no element matches
 //
 // Values compare within their kind only: strings with strings (byte
 // order), numbers with numbers, times with times, bools with bools.

@@ -91,6 +91,9 @@ func randomCondition(r *rand.Rand, docs []bson.D, depth int) bson.D {
 	case 2:
 		return op("idx.code", "$in", []string{code(), "sys|" + code()})
 	case 3:
+		if r.IntN(2) == 0 {
+			return op("idx.code", "$not", bson.Regex{Pattern: "^" + literal("sys|"+code()[:1])})
+		}
 		return op("idx.code", "$nin", bson.A{code(), code()})
 	case 4:
 		return op("idx.code", "$ne", code())

@@ -65,6 +65,9 @@ func operator(vals []any, present bool, name string, arg any) bool {
 		return in == (name == "$in")
 	case "$exists":
 		return present == arg.(bool)
+	case "$not":
+		re := regexp.MustCompile(arg.(bson.Regex).Pattern)
+		return !slices.ContainsFunc(vals, func(x any) bool { s, ok := x.(string); return ok && re.MatchString(s) })
 	case "$gt", "$gte", "$lt", "$lte":
 		if arg == nil {
 			return (name == "$gte" || name == "$lte") && equals(vals, present, nil)

@@ -164,6 +164,13 @@ func compileOp(path, name string, value any) (expr, error) {
 	case "$nin":
 		x, err := in(path, value)
 		return negate(x), err
+	case "$not":
+		re, ok := value.(bson.Regex)
+		if !ok {
+			return nil, fmt.Errorf("%s: $not takes a regular expression: %w", path, engine.ErrUnsupported)
+		}
+		x, err := compileRegex(path, re)
+		return negate(x), err
 	case "$exists":
 		b, ok := truth(value)
 		if !ok {
