@@ -17,7 +17,7 @@ type rangeCheck func(el bson.Raw) bool
 // wrote it, with its modifier) into a database condition, plus a check the
 // condition cannot express exactly (nil when it is exact).
 func condition(p *Param, name, modifier, value string) (bson.D, func(bson.Raw) bool, error) {
-	field := "idx." + p.Code
+	field := p.field()
 	if modifier == "missing" && len(p.union) > 0 {
 		return unionMissing(p, name, value)
 	}
@@ -47,6 +47,9 @@ func condition(p *Param, name, modifier, value string) (bson.D, func(bson.Raw) b
 	case "string":
 		return stringCondition(field, name, modifier, values)
 	case "token":
+		if field == "_id" && (modifier == "text" || modifier == "of-type") {
+			return nil, nil, errorf(name, "the :%s modifier does not apply to _id, a resource's id", modifier)
+		}
 		return tokenCondition(field, name, modifier, values)
 	case "reference":
 		return referenceCondition(p, field, name, modifier, values)

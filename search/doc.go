@@ -19,8 +19,9 @@
 //
 //	string     idx[code]          []string  folded: lower case, accents removed, spaces collapsed
 //	           idx[code+":exact"] []string  the value as written
-//	token      idx[code]          []string  for a coding (system s, code c): "s|c", "c", "s|";
-//	                                        without a system: "|c", "c"
+//	token      idx[code]          []string  for a coding (system s, code c): "s|c", "c"; without
+//	                                        a system: "|c", "c"; without a code: "s|". A search
+//	                                        of a system alone (s|) is a prefix match of "s|"
 //	                                        (Identifier: system/value; ContactPoint: value;
 //	                                        boolean, code, string, id: "c" and "|c")
 //	           idx[code+":text"]  []string  folded CodeableConcept.text, Coding.display, Identifier.type.text
@@ -35,7 +36,10 @@
 //	uri        idx[code]          []string  the URI as written
 //
 // A parameter with no value in the resource has no idx field, which is what
-// :missing tests. Sorting uses scalars in sort[code]: {a: lowest value, d:
+// :missing tests. Two kinds of parameter store no idx field at all: _id,
+// searched on the row's own key, and a union such as Observation's
+// combo-code ("Observation.code | Observation.component.code"), searched
+// as code or component-code (see linkCombos). Sorting uses scalars in sort[code]: {a: lowest value, d:
 // highest value} (strings folded, dates and numbers by lo and hi), because
 // sorting through arrays of objects is not portable. A parameter with no
 // value has no sort field either: the store reads the rows without one

@@ -55,10 +55,7 @@ func (x *extractor) reset() {
 func (x *extractor) resourceLevel(p *Param, resource map[string]any) {
 	meta, _ := resource["meta"].(map[string]any)
 	switch p.Code {
-	case "_id":
-		if id := str(resource, "id"); id != "" {
-			x.main.add(id)
-		}
+	case "_id": // searched on the row's own key (Param.field)
 	case "_lastUpdated":
 		x.date(str(meta, "lastUpdated"))
 	case "_tag", "_security":

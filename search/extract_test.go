@@ -83,7 +83,7 @@ func TestExtractPatientExample(t *testing.T) {
 	idx, sort := r.Extract("Patient", example(t, "Patient-example.json"))
 	day := func(d string) []time.Time { return []time.Time{at(t, d+"T00:00:00Z"), at(t, d+"T23:59:59.999999999Z")} }
 	check(t, idx, map[string]any{
-		"_id":                []string{"example"},
+		"_id":                nil, // searched on the row's own key
 		"_lastUpdated":       nil,
 		"active":             []string{"true", "|true"},
 		"family":             []string{"chalmers", "windsor"},
@@ -196,7 +196,7 @@ func TestExtractResourceLevelParameters(t *testing.T) {
 		"identifier":[{"type":{"text":"Medical Record"},"value":"M-1"}]}`))
 	idx, sort := r.Extract("Patient", res)
 	check(t, idx, map[string]any{
-		"_id":                []string{"p1"},
+		"_id":                nil,
 		"_lastUpdated":       dates(at(t, "2024-03-01T08:05:07.123Z"), at(t, "2024-03-01T08:05:07.123999999Z")),
 		"_source":            []string{"http://sender.example/#abc"},
 		"_profile":           []string{"http://hl7.org/fhir/us/core/StructureDefinition/us-core-patient|3.1.1", "http://hl7.org/fhir/us/core/StructureDefinition/us-core-patient", "http://x.org/p"},

@@ -94,7 +94,7 @@ func mergeEqualities(alts bson.A) (bson.D, bool) {
 	var values bson.A
 	for _, a := range alts {
 		d, ok := a.(bson.D)
-		if !ok || len(d) != 1 || !strings.HasPrefix(d[0].Key, "idx.") || field != "" && d[0].Key != field {
+		if !ok || len(d) != 1 || !searchPath(d[0].Key) || field != "" && d[0].Key != field {
 			return nil, false
 		}
 		field = d[0].Key
@@ -141,10 +141,13 @@ func matchesOf(typ string, p filterPart, not bool) filterPart {
 	return filterPart{cond: bson.D{{Key: "_id", Value: &Deferred{Field: "_id", Not: not, Query: sub}}}}
 }
 
+// searchPath tells a path a parameter's search filters on (Param.field).
+func searchPath(key string) bool { return strings.HasPrefix(key, "idx.") || key == "_id" }
+
 // negate turns {idx.x: v} and {idx.x: {$in: vs}} into $nin; a deferred
 // code or chain list flips between $in and $nin.
 func negate(cond bson.D) (bson.D, bool) {
-	if len(cond) != 1 || !strings.HasPrefix(cond[0].Key, "idx.") {
+	if len(cond) != 1 || !searchPath(cond[0].Key) {
 		return nil, false
 	}
 	field := cond[0].Key
@@ -220,7 +223,7 @@ var prefixed = map[string]bool{"eq": true, "ne": true, "gt": true, "lt": true, "
 
 // filterLeaf translates one test on parameter p.
 func filterLeaf(p *Param, n *filterNode) (filterPart, error) {
-	field, name, v := "idx."+p.Code, "_filter", n.value
+	field, name, v := p.field(), "_filter", n.value
 	if n.op == "pr" {
 		switch strings.ToLower(v) {
 		case "true":

@@ -12,8 +12,8 @@ import (
 func (r *Registry) IndexFields(resourceType string) []string {
 	var out []string
 	for _, p := range r.Params(resourceType) {
-		if len(p.union) > 0 {
-			continue // searched through the parameters it unites
+		if len(p.union) > 0 || p.field() != "idx."+p.Code {
+			continue // searched through the parameters it unites, or the row's key
 		}
 		field := "idx." + p.Code
 		switch p.Type {

@@ -50,6 +50,15 @@ type Param struct {
 	union []*Param
 }
 
+// field is the stored path p's searches filter on: idx.<code>, or for _id
+// the row's own key, which every row holds and the engines index.
+func (p *Param) field() string {
+	if p.Code == "_id" {
+		return "_id"
+	}
+	return "idx." + p.Code
+}
+
 // codeSystemsJSON maps "Type.param" to the code system its codes come from.
 //
 //go:embed code-systems.json

@@ -356,7 +356,7 @@ func matchInMemory(q *search.Query, docs []*storedDoc) (ids []string, ok bool) {
 		return nil, false
 	}
 	for _, d := range docs {
-		match, decided := exactMatch(q.Filter(), d.Idx)
+		match, decided := exactMatch(q.Filter(), d.ID, d.Idx)
 		if !decided {
 			return nil, false
 		}
@@ -367,10 +367,11 @@ func matchInMemory(q *search.Query, docs []*storedDoc) (ids []string, ok bool) {
 	return ids, true
 }
 
-// exactMatch evaluates filter on a version's index values when it is a
-// conjunction of string equalities and $in on idx fields; decided is
-// false for any other condition or any value it cannot compare exactly.
-func exactMatch(filter bson.D, idx bson.Raw) (match, decided bool) {
+// exactMatch evaluates filter on a version's id and index values when it
+// is a conjunction of string equalities and $in on _id and idx fields;
+// decided is false for any other condition or any value it cannot compare
+// exactly.
+func exactMatch(filter bson.D, id string, idx bson.Raw) (match, decided bool) {
 	match = true
 	for _, e := range filter {
 		switch {
@@ -384,12 +385,18 @@ func exactMatch(filter bson.D, idx bson.Raw) (match, decided bool) {
 				if !ok {
 					return false, false
 				}
-				m, dec := exactMatch(d, idx)
+				m, dec := exactMatch(d, id, idx)
 				if !dec {
 					return false, false
 				}
 				match = match && m
 			}
+		case e.Key == "_id":
+			want, ok := equalities(e.Value)
+			if !ok {
+				return false, false
+			}
+			match = match && slices.Contains(want, id)
 		case strings.HasPrefix(e.Key, "idx."):
 			want, ok := equalities(e.Value)
 			if !ok {

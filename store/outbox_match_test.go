@@ -64,6 +64,10 @@ func TestMatchChangesAgreesWithSearch(t *testing.T) {
 		"status:not=final",
 		"component-code-value-quantity=http://loinc.org|8480-6$gt100",
 		"code=no-such-code",
+		"_id=example",
+		"_id=example,bp&status=final",
+		"_id:not=example",
+		"code=http://loinc.org|&_id=bp",
 	}
 	parse := func(c string) *search.Query {
 		t.Helper()
