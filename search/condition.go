@@ -3,6 +3,7 @@ package search
 import (
 	"math"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -344,9 +345,14 @@ func rangeCondition(p *Param, field, name string, values []string) (bson.D, func
 	return anyOf(conds), func(idx bson.Raw) bool { return anyElement(idx, code, checks) }, nil
 }
 
-// anyElement reports whether some stored element of code passes some check.
+// anyElement reports whether some stored element of code (a range, or a
+// list of them) passes some check.
 func anyElement(idx bson.Raw, code string, checks []rangeCheck) bool {
-	arr, ok := idx.Lookup(code).ArrayOK()
+	v := idx.Lookup(code)
+	if one, ok := v.DocumentOK(); ok {
+		return slices.ContainsFunc(checks, func(check rangeCheck) bool { return check(one) })
+	}
+	arr, ok := v.ArrayOK()
 	if !ok {
 		return false
 	}

@@ -30,10 +30,15 @@
 //	                                        the absolute URL as written, canonical "url" and "url|version"
 //	           idx[code+":identifier"] []string token forms of Reference.identifier
 //	date       idx[code]          []Range   {lo, hi} instants (BSON dates) covering the value's precision;
-//	                                        Period: start..end (open ends are the min/max instant)
+//	                                        Period: start..end (open ends are the min/max instant);
+//	                                        Timing: its outer limits, as FHIR search says
 //	number     idx[code]          []Range   {lo, hi} float64 bounds from the value's precision
 //	quantity   idx[code]          []Range   {lo, hi, s: "system|code", u: unit} (s, u empty when absent)
 //	uri        idx[code]          []string  the URI as written
+//
+// A date, number or quantity parameter whose expression selects at most one
+// element (Observation date, Patient birthdate) holds its one Range itself,
+// not a list: idx.<code>.lo and .hi are then scalar paths, which it sorts by.
 //
 // A parameter with no value in the resource has no idx field, which is what
 // :missing tests. Two kinds of parameter store no idx field at all: _id,
@@ -41,7 +46,9 @@
 // combo-code ("Observation.code | Observation.component.code"), searched
 // as code or component-code (see linkCombos). Sorting uses scalars in sort[code]: {a: lowest value, d:
 // highest value} (strings folded, dates and numbers by lo and hi), because
-// sorting through arrays of objects is not portable. A parameter with no
+// sorting through arrays of objects is not portable; a parameter with one
+// value holds only a, and one with one range none (it sorts by
+// idx.<code>.lo ascending, .hi descending). A parameter with no
 // value has no sort field either: the store reads the rows without one
 // after the others, whichever the direction. _id and _lastUpdated have none
 // at all: the store sorts by the row's own _id and lastUpdated fields.

@@ -175,7 +175,9 @@ func (x *extractor) dateNode(m map[string]any, n fhirpath.Node, isMap bool) {
 			x.dates = append(x.dates, r)
 		}
 	case n.Type == "Timing" || (n.Type == "" && (m["event"] != nil || m["repeat"] != nil)):
-		x.dates = append(x.dates, timingRanges(m)...)
+		if r, ok := timingRange(m); ok {
+			x.dates = append(x.dates, r)
+		}
 	}
 }
 
@@ -210,14 +212,14 @@ func (x *extractor) flush(p *Param, idx, sort bson.D) (bson.D, bson.D) {
 	field(":of-type", &x.ofType)
 	field(":identifier", &x.idns)
 	putSort := func(lo, hi any) {
-		if !rowSorted[p.Code] {
+		if !rowSorted[p.Code] && !p.oneRange {
 			sort = append(sort, sortEntry(p, lo, hi))
 		}
 	}
 	switch {
 	case len(x.dates) > 0:
 		if len(p.union) == 0 {
-			idx = append(idx, bson.E{Key: p.Code, Value: dateValues(x.dates)})
+			idx = append(idx, bson.E{Key: p.Code, Value: oneOrAll(p, dateValues(x.dates))})
 		}
 		lo, hi := x.dates[0].Lo, x.dates[0].Hi
 		for _, r := range x.dates[1:] {
@@ -231,7 +233,7 @@ func (x *extractor) flush(p *Param, idx, sort bson.D) (bson.D, bson.D) {
 		putSort(lo, hi)
 	case len(x.nums) > 0:
 		if len(p.union) == 0 {
-			idx = append(idx, bson.E{Key: p.Code, Value: numValues(x.nums, p.Type == "quantity")})
+			idx = append(idx, bson.E{Key: p.Code, Value: oneOrAll(p, numValues(x.nums, p.Type == "quantity"))})
 		}
 		lo, hi := x.nums[0].Lo, x.nums[0].Hi
 		for _, r := range x.nums[1:] {
@@ -246,6 +248,16 @@ func (x *extractor) flush(p *Param, idx, sort bson.D) (bson.D, bson.D) {
 		putSort(lo, hi)
 	}
 	return idx, sort
+}
+
+// oneOrAll is the stored value of p's ranges: the range itself for a
+// parameter with one range (a scalar path, idx.<code>.lo, for every
+// engine to sort by), else the list.
+func oneOrAll(p *Param, ranges bson.A) any {
+	if p.oneRange && len(ranges) == 1 {
+		return ranges[0]
+	}
+	return ranges
 }
 
 // sortEntry is p's sort values: its least (a), which ascending order

@@ -241,6 +241,26 @@ func periodRange(m map[string]any) (DateRange, bool) {
 	return r, true
 }
 
+// timingRange is the range of a Timing: as FHIR search says, its schedule
+// is ignored and only its outer limits matter, from the first of its events
+// and repeat.boundsPeriod to the last.
+func timingRange(m map[string]any) (DateRange, bool) {
+	rs := timingRanges(m)
+	if len(rs) == 0 {
+		return DateRange{}, false
+	}
+	out := rs[0]
+	for _, r := range rs[1:] {
+		if r.Lo.Before(out.Lo) {
+			out.Lo = r.Lo
+		}
+		if r.Hi.After(out.Hi) {
+			out.Hi = r.Hi
+		}
+	}
+	return out, true
+}
+
 // timingRanges are the ranges of Timing.event and Timing.repeat.boundsPeriod.
 func timingRanges(m map[string]any) []DateRange {
 	var out []DateRange

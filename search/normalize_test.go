@@ -147,12 +147,24 @@ func TestDateNormalizers(t *testing.T) {
 		{"empty period", periodList(obj(t, `{}`)), nil},
 		{"timing", timingRanges(obj(t, `{"event":["2024-01-02","bad"],"repeat":{"boundsPeriod":{"start":"2024-02"}}}`)),
 			[]DateRange{{at("2024-01-02T00:00:00Z"), at("2024-01-02T23:59:59.999999999Z")}, {at("2024-02-01T00:00:00Z"), MaxTime}}},
+		{"timing: its outer limits", timingList(obj(t, `{"event":["2024-03-02","2024-01-02T10:00:00Z","bad"],"repeat":{"boundsPeriod":{"end":"2024-02"}}}`)),
+			[]DateRange{{MinTime, at("2024-03-02T23:59:59.999999999Z")}}},
+		{"timing of events", timingList(obj(t, `{"event":["2024-03-02","2024-01-02"]}`)),
+			[]DateRange{{at("2024-01-02T00:00:00Z"), at("2024-03-02T23:59:59.999999999Z")}}},
+		{"timing without dates", timingList(obj(t, `{"repeat":{"frequency":2}}`)), nil},
 	}
 	for _, tt := range tests {
 		if !reflect.DeepEqual(tt.got, tt.want) {
 			t.Errorf("%s: got %v, want %v", tt.name, tt.got, tt.want)
 		}
 	}
+}
+
+func timingList(m map[string]any) []DateRange {
+	if r, ok := timingRange(m); ok {
+		return []DateRange{r}
+	}
+	return nil
 }
 
 func periodList(m map[string]any) []DateRange {

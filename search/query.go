@@ -39,6 +39,9 @@ type SortKey struct {
 	// OneValue tells that the parameter has at most one sort value on any
 	// resource: its sort field holds only the least (a), for both orders.
 	OneValue bool
+	// Range tells that the parameter has at most one range on any resource:
+	// it has no sort field, and sorts by the range's bounds in idx.
+	Range bool
 }
 
 // MaxSortKeys is how many keys _sort takes.
@@ -406,7 +409,7 @@ func (q *Query) parseSort(r *Registry, v string) error {
 			return errorf("_sort", "%q is sorted by twice", code)
 		}
 		seen[code] = true
-		q.Sort = append(q.Sort, SortKey{Param: code, Descending: desc, Type: p.Type, OneValue: p.oneSortValue})
+		q.Sort = append(q.Sort, SortKey{Param: code, Descending: desc, Type: p.Type, OneValue: p.oneSortValue, Range: p.oneRange})
 	}
 	return nil
 }

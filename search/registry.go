@@ -42,6 +42,11 @@ type Param struct {
 	// most one sort value (see hasOneSortValue): its sort field holds only
 	// the least (.a), which is also the greatest.
 	oneSortValue bool
+	// oneRange marks a date, number or quantity parameter that selects at
+	// most one element, so at most one stored range: it sorts by that
+	// range's bounds (idx.<code>.lo ascending, .hi descending) and stores
+	// no sort values.
+	oneRange bool
 	// pointKey marks a token$quantity or token$number composite, whose
 	// elements also store point keys (see withPointKeys).
 	pointKey bool
@@ -196,6 +201,7 @@ func (r *Registry) add(d definition, compiled map[string]*fhirpath.Expr) error {
 		pt := p
 		pt.expr = expr
 		pt.oneSortValue = hasOneSortValue(&pt, base)
+		pt.oneRange = hasOneRange(&pt, base)
 		r.register(base, &pt)
 	}
 	return nil
@@ -204,6 +210,10 @@ func (r *Registry) add(d definition, compiled map[string]*fhirpath.Expr) error {
 // OneSortValue tells whether the parameter has at most one sort value on
 // any resource, by the definitions of the elements its expression selects.
 func (p *Param) OneSortValue() bool { return p.oneSortValue }
+
+// OneRange tells whether the date, number or quantity parameter has at
+// most one range on any resource (see SortKey.Range).
+func (p *Param) OneRange() bool { return p.oneRange }
 
 // oneSortTypes are the complex types whose element gives one sort value:
 // a Coding its code, an Identifier or ContactPoint its value, a Reference
@@ -230,6 +240,20 @@ func hasOneSortValue(p *Param, base string) bool {
 		}
 	}
 	return true
+}
+
+// hasOneRange tells whether p is a date, number or quantity parameter
+// whose expression selects at most one element on any resource of type
+// base, by the element definitions: an element gives at most one range
+// (a Timing its outer limits).
+func hasOneRange(p *Param, base string) bool {
+	switch p.Type {
+	case "date", "number", "quantity":
+	default:
+		return false
+	}
+	types, ok := p.expr.AtMostOne(base, fhirschema.Element)
+	return ok && len(types) > 0
 }
 
 func (r *Registry) register(t string, p *Param) {

@@ -52,9 +52,43 @@ func TestOneSortValueParameters(t *testing.T) {
 	}
 }
 
+// TestOneRangeParameters checks the date, number and quantity parameters
+// said to have at most one range against the definitions they follow.
+func TestOneRangeParameters(t *testing.T) {
+	r, err := NewRegistry(fhirschema.ResourceTypes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		typ, code string
+		one       bool
+	}{
+		{"Observation", "date", true},                      // effective[x] 0..1 (a Timing: its outer limits)
+		{"Observation", "value-quantity", true},            // value[x] 0..1
+		{"Observation", "value-date", true},                // value[x] 0..1
+		{"Patient", "birthdate", true},                     // birthDate 0..1
+		{"Encounter", "date", true},                        // period 0..1
+		{"Claim", "created", true},                         // created 0..1
+		{"Observation", "combo-value-quantity", false},     // the components' values too
+		{"Observation", "component-value-quantity", false}, // component repeats
+		{"Immunization", "reaction-date", false},           // reaction repeats
+		{"RiskAssessment", "probability", false},           // prediction repeats
+		{"Observation", "code", false},                     // a token
+	} {
+		p, ok := r.Lookup(c.typ, c.code)
+		if !ok {
+			t.Fatalf("%s.%s: no such parameter", c.typ, c.code)
+		}
+		if p.oneRange != c.one {
+			t.Errorf("%s.%s (%s): one range %v, want %v", c.typ, c.code, p.Expression, p.oneRange, c.one)
+		}
+	}
+}
+
 // TestOneSortValueOnEveryExample evaluates every parameter said to have
-// one sort value on every official example and every resource of the
-// Synthea sample: none selects two elements or gives two sort values.
+// one sort value or one range on every official example and every
+// resource of the Synthea sample: none selects two elements or gives two
+// sort values or two ranges.
 func TestOneSortValueOnEveryExample(t *testing.T) {
 	r, err := NewRegistry(fhirschema.ResourceTypes())
 	if err != nil {
@@ -79,11 +113,22 @@ func TestOneSortValueOnEveryExample(t *testing.T) {
 			}
 		}
 	}
-	checked := 0
+	checked, ranges := 0, 0
 	x := extractor{isType: func(t string) bool { return r.types[t] }}
 	for _, res := range resources {
 		typ, _ := res["resourceType"].(string)
 		for _, p := range r.Params(typ) {
+			if p.oneRange {
+				nodes := p.expr.Evaluate(res)
+				x.reset()
+				for _, n := range nodes {
+					x.node(p, n)
+				}
+				if len(nodes) > 1 || len(x.dates)+len(x.nums) > 1 {
+					t.Errorf("%s/%v %s: %d elements, %d ranges", typ, res["id"], p.Code, len(nodes), len(x.dates)+len(x.nums))
+				}
+				ranges += len(x.dates) + len(x.nums)
+			}
 			if !p.oneSortValue {
 				continue
 			}
@@ -101,7 +146,10 @@ func TestOneSortValueOnEveryExample(t *testing.T) {
 	if checked < 10000 {
 		t.Fatalf("%d values checked over %d resources: too few", checked, len(resources))
 	}
-	t.Logf("%d values of one-value parameters over %d resources", checked, len(resources))
+	if ranges < 3000 {
+		t.Fatalf("%d ranges of one-range parameters: too few", ranges)
+	}
+	t.Logf("%d values of one-value parameters, %d ranges of one-range parameters, over %d resources", checked, ranges, len(resources))
 }
 
 func readJSON(t *testing.T, path string) map[string]any {

@@ -29,7 +29,11 @@ func (s *Store) LastN(ctx context.Context, tenant string, q *search.Query, max i
 	if err != nil {
 		return nil, err
 	}
-	order := bson.D{{Key: "sort.date.d", Value: -1}, {Key: "lastUpdated", Value: -1}, {Key: "_id", Value: -1}}
+	date := search.SortKey{Param: "date", Descending: true, Type: "date"}
+	if p, ok := s.opts.Registry.Lookup(q.Type, "date"); ok {
+		date.OneValue, date.Range = p.OneSortValue(), p.OneRange()
+	}
+	order := bson.D{{Key: sortKeyPath(date), Value: -1}, {Key: "lastUpdated", Value: -1}, {Key: "_id", Value: -1}}
 	skip := bson.D{{Key: "sort", Value: 0}}
 	if q.PostFilter == nil && len(q.Includes) == 0 {
 		skip = append(skip, bson.E{Key: "idx", Value: 0}) // read only to check or follow it

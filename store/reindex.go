@@ -14,8 +14,11 @@ import (
 // current row (idx and sort). A tenant records the version its rows were
 // written with; Reindex brings older tenants up to date. Version 2 added
 // composite parameters and the _text and _content word lists, version 3
-// the point keys of token$quantity composites.
-const IndexVersion = 3
+// the point keys of token$quantity composites; version 4 stores the one
+// range of a parameter that has one as itself (its sort order), a Timing
+// as its outer limits, and no longer stores _id, the system| token forms
+// or the values of combo parameters (searched through what they unite).
+const IndexVersion = 4
 
 // settingsCollection holds a tenant database's own records.
 const settingsCollection = "settings"

@@ -269,16 +269,27 @@ func sortFields(keys []search.SortKey) []sortField {
 			out = append(out, sortField{path: "lastUpdated", desc: k.Descending})
 			continue
 		}
-		f := sortField{path: "sort." + k.Param + ".a", desc: k.Descending, least: leastSortValue(k.Type)}
-		if k.Descending && !k.OneValue {
-			f.path = "sort." + k.Param + ".d"
-		}
-		out = append(out, f)
+		out = append(out, sortField{path: sortKeyPath(k), desc: k.Descending, least: leastSortValue(k.Type)})
 	}
 	if !slices.ContainsFunc(out, func(f sortField) bool { return f.path == "lastUpdated" }) {
 		out = append(out, sortField{path: "lastUpdated"})
 	}
 	return out
+}
+
+// sortKeyPath is the stored path a _sort key orders by: the least sort
+// value ascending and the greatest descending (the one value of a
+// parameter that has one), or the bounds of a parameter's one range.
+func sortKeyPath(k search.SortKey) string {
+	switch {
+	case k.Range && k.Descending:
+		return "idx." + k.Param + ".hi"
+	case k.Range:
+		return "idx." + k.Param + ".lo"
+	case k.Descending && !k.OneValue:
+		return "sort." + k.Param + ".d"
+	}
+	return "sort." + k.Param + ".a"
 }
 
 // endsWithID tells whether the last key of an order is _id, which then
@@ -552,10 +563,10 @@ func (s *Store) searchRows(ctx context.Context, coll engine.Collection, q *searc
 		switch {
 		case keysOnly:
 			opts.Projection = bson.D{{Key: "lastUpdated", Value: 1}, {Key: "sort", Value: 1}}
-			if q.PostFilter != nil {
+			if q.PostFilter != nil || ordersByIdx(order) {
 				opts.Projection = append(opts.Projection, bson.E{Key: "idx", Value: 1})
 			}
-		case q.PostFilter == nil && len(q.Includes) == 0:
+		case q.PostFilter == nil && len(q.Includes) == 0 && !ordersByIdx(order):
 			opts.Projection = bson.D{{Key: "idx", Value: 0}} // idx is read only to check or follow it
 		}
 		cur, err := coll.Find(ctx, filter, opts)
@@ -740,8 +751,8 @@ func positionOf(d *searchDoc, keys []sortField, backward bool) searchCursor {
 			c.Values = append(c.Values, d.ID)
 			continue
 		}
-		v, err := bson.Raw(d.Sort).LookupErr(sortPath(k.path)...)
-		if err != nil {
+		v, ok := sortValueOf(d, k.path)
+		if !ok {
 			c.Values = append(c.Values, nil)
 			continue
 		}
@@ -750,10 +761,23 @@ func positionOf(d *searchDoc, keys []sortField, backward bool) searchCursor {
 	return c
 }
 
-// sortPath splits "sort.<code>.<a|d>" into the keys inside the sort document.
-func sortPath(path string) []string {
-	rest := path[len("sort."):]
-	return []string{rest[:len(rest)-2], rest[len(rest)-1:]}
+// sortValueOf reads a row's value at a sort key's path (sortKeyPath):
+// "sort.<code>.<a|d>" in its sort document, or "idx.<code>.<lo|hi>", the
+// bound of the one range of its idx document.
+func sortValueOf(d *searchDoc, path string) (bson.RawValue, bool) {
+	code, bound := path[strings.IndexByte(path, '.')+1:strings.LastIndexByte(path, '.')], path[strings.LastIndexByte(path, '.')+1:]
+	if strings.HasPrefix(path, "sort.") {
+		v, err := bson.Raw(d.Sort).LookupErr(code, bound)
+		return v, err == nil
+	}
+	v, err := bson.Raw(d.Idx).LookupErr(code, bound)
+	return v, err == nil
+}
+
+// ordersByIdx tells whether an order reads a key from idx (see
+// sortKeyPath): its rows must then hold their idx for their positions.
+func ordersByIdx(order bson.D) bool {
+	return slices.ContainsFunc(order, func(e bson.E) bool { return strings.HasPrefix(e.Key, "idx.") })
 }
 
 func rawValue(v bson.RawValue) any {
