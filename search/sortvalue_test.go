@@ -12,14 +12,7 @@ import (
 // TestOneSortValueParameters checks the parameters said to have one sort
 // value against the definitions they follow.
 func TestOneSortValueParameters(t *testing.T) {
-	r, err := NewRegistry(fhirschema.ResourceTypes())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range []struct {
-		typ, code string
-		one       bool
-	}{
+	checkFlag(t, "one sort value", func(p *Param) bool { return p.oneSortValue }, []flagRow{
 		{"Observation", "status", true},           // code 0..1
 		{"Observation", "subject", true},          // Reference 0..1
 		{"Observation", "patient", true},          // subject.where(resolve() is Patient)
@@ -41,28 +34,13 @@ func TestOneSortValueParameters(t *testing.T) {
 		{"Patient", "identifier", false},          // repeats
 		{"Patient", "_profile", false},            // meta.profile repeats
 		{"Provenance", "target", false},           // repeats
-	} {
-		p, ok := r.Lookup(c.typ, c.code)
-		if !ok {
-			t.Fatalf("%s.%s: no such parameter", c.typ, c.code)
-		}
-		if p.oneSortValue != c.one {
-			t.Errorf("%s.%s (%s): one sort value %v, want %v", c.typ, c.code, p.Expression, p.oneSortValue, c.one)
-		}
-	}
+	})
 }
 
 // TestOneRangeParameters checks the date, number and quantity parameters
 // said to have at most one range against the definitions they follow.
 func TestOneRangeParameters(t *testing.T) {
-	r, err := NewRegistry(fhirschema.ResourceTypes())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range []struct {
-		typ, code string
-		one       bool
-	}{
+	checkFlag(t, "one range", func(p *Param) bool { return p.oneRange }, []flagRow{
 		{"Observation", "date", true},                      // effective[x] 0..1 (a Timing: its outer limits)
 		{"Observation", "value-quantity", true},            // value[x] 0..1
 		{"Observation", "value-date", true},                // value[x] 0..1
@@ -74,13 +52,29 @@ func TestOneRangeParameters(t *testing.T) {
 		{"Immunization", "reaction-date", false},           // reaction repeats
 		{"RiskAssessment", "probability", false},           // prediction repeats
 		{"Observation", "code", false},                     // a token
-	} {
+	})
+}
+
+// flagRow is a parameter and the value a flag of it should have.
+type flagRow struct {
+	typ, code string
+	want      bool
+}
+
+// checkFlag compares flag of each parameter of rows with its want.
+func checkFlag(t *testing.T, name string, flag func(*Param) bool, rows []flagRow) {
+	t.Helper()
+	r, err := NewRegistry(fhirschema.ResourceTypes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range rows {
 		p, ok := r.Lookup(c.typ, c.code)
 		if !ok {
 			t.Fatalf("%s.%s: no such parameter", c.typ, c.code)
 		}
-		if p.oneRange != c.one {
-			t.Errorf("%s.%s (%s): one range %v, want %v", c.typ, c.code, p.Expression, p.oneRange, c.one)
+		if flag(p) != c.want {
+			t.Errorf("%s.%s (%s): %s %v, want %v", c.typ, c.code, p.Expression, name, flag(p), c.want)
 		}
 	}
 }

@@ -114,27 +114,29 @@ func TestSyntheaComboSearch(t *testing.T) {
 		}, false},
 	}
 	for _, row := range rows {
-		t.Run(row.name, func(t *testing.T) {
-			var want []string
-			for _, r := range obs {
-				if row.match(r) {
-					want = append(want, r["id"].(string))
-				}
-			}
-			if (len(want) == 0) != row.none {
-				t.Fatalf("%s: the data has %d matches; the row expects %s", row.query, len(want), map[bool]string{true: "none", false: "some"}[row.none])
-			}
-			refs, _ := followPages(t, d.e, "/Observation?"+row.query+"&_count=100")
-			got := make([]string, len(refs))
-			for i, ref := range refs {
-				got[i] = strings.TrimPrefix(ref, "Observation/")
-			}
-			sort.Strings(got)
-			sort.Strings(want)
-			if !slices.Equal(got, want) {
-				t.Fatalf("%s: got %d, want %d (of %d)", row.query, len(got), len(want), len(obs))
-			}
-		})
+		t.Run(row.name, func(t *testing.T) { synSearchAgrees(t, d.e, "Observation", row.query, obs, row.match, row.none) })
+	}
+}
+
+// synSearchAgrees runs typ?query through every page and compares the
+// matches with the resources of res that match keeps, first checking that
+// the data has matches, or none when the row expects none.
+func synSearchAgrees(t *testing.T, e *env, typ, query string, res []synRes, match func(synRes) bool, none bool) {
+	t.Helper()
+	var want []string
+	for _, r := range res {
+		if match(r) {
+			want = append(want, typ+"/"+r["id"].(string))
+		}
+	}
+	if (len(want) == 0) != none {
+		t.Fatalf("%s: the data has %d matches; the row expects %s", query, len(want), map[bool]string{true: "none", false: "some"}[none])
+	}
+	got, _ := followPages(t, e, "/"+typ+"?"+query+"&_count=100")
+	sort.Strings(got)
+	sort.Strings(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("%s: got %d %v, want %d %v (of %d)", query, len(got), got, len(want), want, len(res))
 	}
 }
 
