@@ -508,15 +508,14 @@ func unionCondition(p *Param, name, modifier, value string) (bson.D, func(bson.R
 			checks = append(checks, check)
 		}
 	}
-	if negating[modifier] && len(checks) == 0 {
+	switch {
+	case negating[modifier] && len(checks) == 0:
 		all := make(bson.A, len(conds))
 		for i, c := range conds {
 			all[i] = c
 		}
 		return bson.D{{Key: "$and", Value: all}}, nil, nil
-	}
-	switch {
-	case negating[modifier]:
+	case negating[modifier]: // no negating modifier applies to ranges, which have checks
 	case len(checks) == 0:
 		return anyOf(conds), nil, nil
 	case len(checks) == len(conds):
