@@ -257,7 +257,7 @@ func TestExtractEveryExample(t *testing.T) {
 					}
 				}
 			case bson.D: // the one range of a parameter that has one
-				if p, _ := r.Lookup(typ, e.Key); !p.OneRange() || e.Value.(bson.D)[0].Key != "lo" || e.Value.(bson.D)[1].Key != "hi" {
+				if p, _ := r.Lookup(typ, e.Key); !p.SortKey(false).Range || e.Value.(bson.D)[0].Key != "lo" || e.Value.(bson.D)[1].Key != "hi" {
 					t.Errorf("%s: idx[%q] = %v", f, e.Key, e.Value)
 				}
 			default:
@@ -267,7 +267,7 @@ func TestExtractEveryExample(t *testing.T) {
 		for _, e := range sort {
 			p, _ := r.Lookup(typ, e.Key)
 			want := []string{"a", "d"}
-			if p.OneSortValue() {
+			if p.SortKey(false).OneValue {
 				want = want[:1]
 			}
 			if d, ok := e.Value.(bson.D); !ok || !slices.Equal(keysOf(d), want) {

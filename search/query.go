@@ -409,7 +409,7 @@ func (q *Query) parseSort(r *Registry, v string) error {
 			return errorf("_sort", "%q is sorted by twice", code)
 		}
 		seen[code] = true
-		q.Sort = append(q.Sort, SortKey{Param: code, Descending: desc, Type: p.Type, OneValue: p.oneSortValue, Range: p.oneRange})
+		q.Sort = append(q.Sort, p.SortKey(desc))
 	}
 	return nil
 }

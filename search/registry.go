@@ -207,13 +207,10 @@ func (r *Registry) add(d definition, compiled map[string]*fhirpath.Expr) error {
 	return nil
 }
 
-// OneSortValue tells whether the parameter has at most one sort value on
-// any resource, by the definitions of the elements its expression selects.
-func (p *Param) OneSortValue() bool { return p.oneSortValue }
-
-// OneRange tells whether the date, number or quantity parameter has at
-// most one range on any resource (see SortKey.Range).
-func (p *Param) OneRange() bool { return p.oneRange }
+// SortKey is the _sort key of p in the given direction.
+func (p *Param) SortKey(descending bool) SortKey {
+	return SortKey{Param: p.Code, Descending: descending, Type: p.Type, OneValue: p.oneSortValue, Range: p.oneRange}
+}
 
 // oneSortTypes are the complex types whose element gives one sort value:
 // a Coding its code, an Identifier or ContactPoint its value, a Reference

@@ -31,7 +31,7 @@ func (s *Store) LastN(ctx context.Context, tenant string, q *search.Query, max i
 	}
 	date := search.SortKey{Param: "date", Descending: true, Type: "date"}
 	if p, ok := s.opts.Registry.Lookup(q.Type, "date"); ok {
-		date.OneValue, date.Range = p.OneSortValue(), p.OneRange()
+		date = p.SortKey(true)
 	}
 	order := bson.D{{Key: sortKeyPath(date), Value: -1}, {Key: "lastUpdated", Value: -1}, {Key: "_id", Value: -1}}
 	skip := bson.D{{Key: "sort", Value: 0}}
