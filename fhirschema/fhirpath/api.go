@@ -11,8 +11,8 @@ import (
 // Value is what the resource's JSON holds (map[string]any for a complex
 // element or resource, string, bool, json.Number; nil for a primitive that
 // has only extensions) or a value computed by the expression: int64
-// (Integer), float64 (Decimal), string (String, or a Date, DateTime or Time
-// in its FHIR form without the @), Quantity.
+// (Integer), json.Number (Decimal), string (String, or a Date, DateTime or
+// Time in its FHIR form without the @), Quantity.
 type Node struct {
 	Value any
 	// Type is the FHIR type (string, dateTime, HumanName, Patient,
@@ -28,6 +28,7 @@ type Node struct {
 type Quantity struct {
 	Value float64
 	Unit  string // a UCUM code or a calendar duration keyword (year, month, …)
+	scale int    // digits after the decimal point of the value as written
 }
 
 // Error is a compile or evaluation error, positioned in the expression.

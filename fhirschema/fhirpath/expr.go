@@ -55,7 +55,7 @@ func (e *Expr) Evaluate(resource map[string]any) []Node {
 	if e == nil || resource == nil {
 		return nil
 	}
-	out, err := e.eval(context.Background(), &Env{Resource: resource}, []Node{ResourceNode(resource)})
+	out, err := e.run(context.Background(), &Env{Resource: resource}, []Node{ResourceNode(resource)}, true)
 	if err != nil || len(out) == 0 {
 		return nil
 	}
@@ -69,7 +69,7 @@ func (e *Expr) EvaluateAt(resource map[string]any, focus Node) []Node {
 	if e == nil || resource == nil || (focus.Value == nil && focus.ext == nil) {
 		return nil
 	}
-	out, err := e.eval(context.Background(), &Env{Resource: resource}, []Node{focus})
+	out, err := e.run(context.Background(), &Env{Resource: resource}, []Node{focus}, true)
 	if err != nil || len(out) == 0 {
 		return nil
 	}

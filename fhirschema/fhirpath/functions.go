@@ -1,0 +1,348 @@
+package fhirpath
+
+import (
+	"sort"
+)
+
+// functions lists every function by name.
+var functions = map[string]*function{}
+
+func init() {
+	for _, list := range [][]*function{existenceFunctions, subsetFunctions, conversionFunctions,
+		stringFunctions, mathFunctions, utilityFunctions, fhirFunctions} {
+		for _, f := range list {
+			functions[f.name] = f
+		}
+	}
+}
+
+// existenceFunctions: existence, filtering and projection.
+var existenceFunctions = []*function{
+	{name: "empty", impl: func(_ *evalCtx, _ *callExpr, in []Node) ([]Node, error) { return boolOut(len(in) == 0), nil }},
+	{name: "exists", maxArgs: 1, impl: fnExists},
+	{name: "all", minArgs: 1, maxArgs: 1, impl: fnAll},
+	{name: "allTrue", impl: boolsAre(true, true)},
+	{name: "anyTrue", impl: boolsAre(false, true)},
+	{name: "allFalse", impl: boolsAre(true, false)},
+	{name: "anyFalse", impl: boolsAre(false, false)},
+	{name: "subsetOf", minArgs: 1, maxArgs: 1, impl: fnSubsetOf},
+	{name: "supersetOf", minArgs: 1, maxArgs: 1, impl: fnSupersetOf},
+	{name: "count", impl: func(_ *evalCtx, _ *callExpr, in []Node) ([]Node, error) { return []Node{intNode(int64(len(in)))}, nil }},
+	{name: "distinct", impl: func(_ *evalCtx, _ *callExpr, in []Node) ([]Node, error) { return union(in, nil), nil }},
+	{name: "isDistinct", impl: func(_ *evalCtx, _ *callExpr, in []Node) ([]Node, error) {
+		return boolOut(len(union(in, nil)) == len(in)), nil
+	}},
+	{name: "where", minArgs: 1, maxArgs: 1, impl: fnWhere},
+	{name: "select", minArgs: 1, maxArgs: 1, impl: fnSelect},
+	{name: "repeat", minArgs: 1, maxArgs: 1, impl: fnRepeat},
+	{name: "ofType", minArgs: 1, maxArgs: 1, typeArg: true, impl: func(_ *evalCtx, call *callExpr, in []Node) ([]Node, error) {
+		if !validTypeName(call.typeName) {
+			return nil, semanticErr(call.pos, "unknown type %s", call.typeName)
+		}
+		return ofType(in, call.typeName), nil
+	}},
+	{name: "is", minArgs: 1, maxArgs: 1, typeArg: true, impl: func(c *evalCtx, call *callExpr, in []Node) ([]Node, error) {
+		return typeOp(c, in, call.typeName, true, call.pos)
+	}},
+	{name: "as", minArgs: 1, maxArgs: 1, typeArg: true, impl: func(c *evalCtx, call *callExpr, in []Node) ([]Node, error) {
+		return typeOp(c, in, call.typeName, false, call.pos)
+	}},
+	{name: "type", impl: func(_ *evalCtx, _ *callExpr, in []Node) ([]Node, error) {
+		out := make([]Node, len(in))
+		for i, n := range in {
+			out[i] = typeInfoOf(n)
+		}
+		return out, nil
+	}},
+	{name: "not", impl: fnNot},
+	{name: "iif", minArgs: 2, maxArgs: 3, impl: fnIif},
+	{name: "aggregate", minArgs: 1, maxArgs: 2, impl: fnAggregate},
+}
+
+func fnExists(c *evalCtx, call *callExpr, in []Node) ([]Node, error) {
+	if len(call.args) == 0 {
+		return boolOut(len(in) > 0), nil
+	}
+	out, err := fnWhere(c, call, in)
+	return boolOut(len(out) > 0), err
+}
+
+func fnAll(c *evalCtx, call *callExpr, in []Node) ([]Node, error) {
+	all := true
+	err := c.each(call, 0, in, func(_ int, _ Node, res []Node) (bool, error) {
+		b, known, err := truth(res, call.pos)
+		if err != nil {
+			return false, err
+		}
+		if !known || !b {
+			all = false
+		}
+		return all, nil
+	})
+	return boolOut(all), err
+}
+
+// boolsAre builds allTrue, anyTrue, allFalse and anyFalse.
+func boolsAre(every, want bool) func(*evalCtx, *callExpr, []Node) ([]Node, error) {
+	return func(_ *evalCtx, call *callExpr, in []Node) ([]Node, error) {
+		for _, n := range in {
+			b, ok := n.Value.(bool)
+			if !ok {
+				return nil, execErr(call.pos, "%s() needs Booleans", call.fn.name)
+			}
+			if every && b != want {
+				return boolOut(false), nil
+			}
+			if !every && b == want {
+				return boolOut(true), nil
+			}
+		}
+		return boolOut(every), nil
+	}
+}
+
+func fnSubsetOf(c *evalCtx, call *callExpr, in []Node) ([]Node, error) {
+	other, err := c.arg(call, 0)
+	if err != nil {
+		return nil, err
+	}
+	return boolOut(subset(in, other)), nil
+}
+
+func fnSupersetOf(c *evalCtx, call *callExpr, in []Node) ([]Node, error) {
+	other, err := c.arg(call, 0)
+	if err != nil {
+		return nil, err
+	}
+	return boolOut(subset(other, in)), nil
+}
+
+func subset(a, b []Node) bool {
+	for _, n := range a {
+		if !containsNode(b, n) {
+			return false
+		}
+	}
+	return true
+}
+
+func fnWhere(c *evalCtx, call *callExpr, in []Node) ([]Node, error) {
+	var out []Node
+	err := c.each(call, 0, in, func(_ int, n Node, res []Node) (bool, error) {
+		b, known, err := truth(res, call.pos)
+		if err == nil && known && b {
+			out = append(out, n)
+		}
+		return true, err
+	})
+	return out, err
+}
+
+func fnSelect(c *evalCtx, call *callExpr, in []Node) ([]Node, error) {
+	var out []Node
+	err := c.each(call, 0, in, func(_ int, _ Node, res []Node) (bool, error) {
+		out = append(out, res...)
+		return true, c.tick(len(res), call.pos)
+	})
+	return out, err
+}
+
+// fnRepeat applies the projection to the input, then to each new item,
+// until no new items appear.
+func fnRepeat(c *evalCtx, call *callExpr, in []Node) ([]Node, error) {
+	var out []Node
+	for work := in; len(work) > 0; {
+		var next []Node
+		err := c.each(call, 0, work, func(_ int, _ Node, res []Node) (bool, error) {
+			for _, r := range res {
+				if !containsNode(out, r) {
+					out = append(out, r)
+					next = append(next, r)
+				}
+			}
+			return true, c.tick(len(res)+len(out)/64, call.pos)
+		})
+		if err != nil {
+			return nil, err
+		}
+		work = next
+	}
+	return out, nil
+}
+
+func fnNot(_ *evalCtx, call *callExpr, in []Node) ([]Node, error) {
+	b, known, err := truth(in, call.pos)
+	if err != nil || !known {
+		return nil, err
+	}
+	return boolOut(!b), nil
+}
+
+func fnIif(c *evalCtx, call *callExpr, in []Node) ([]Node, error) {
+	if len(in) > 1 && call.recv != nil {
+		return nil, execErr(call.pos, "iif() needs at most one input item")
+	}
+	cond, err := c.arg(call, 0)
+	if err != nil {
+		return nil, err
+	}
+	if len(cond) > 1 {
+		return nil, execErr(call.pos, "the criterion of iif() must be a single Boolean")
+	}
+	if len(cond) == 1 {
+		if _, ok := cond[0].Value.(bool); !ok {
+			return nil, execErr(call.pos, "the criterion of iif() must be a Boolean")
+		}
+	}
+	b, known, _ := truth(cond, call.pos)
+	if known && b {
+		return c.arg(call, 1)
+	}
+	return c.arg(call, 2)
+}
+
+func fnAggregate(c *evalCtx, call *callExpr, in []Node) ([]Node, error) {
+	total, err := c.arg(call, 1)
+	if err != nil {
+		return nil, err
+	}
+	saved := c.scope
+	defer func() { c.scope = saved }()
+	for idx, n := range in {
+		c.scope = scope{this: []Node{n}, index: idx, hasIndex: true, total: total, hasTotal: true}
+		if total, err = call.args[0].eval(c, c.scope.this); err != nil {
+			return nil, err
+		}
+	}
+	return total, nil
+}
+
+// subsetFunctions: subsetting and combining.
+var subsetFunctions = []*function{
+	{name: "single", impl: func(_ *evalCtx, call *callExpr, in []Node) ([]Node, error) {
+		if len(in) > 1 {
+			return nil, execErr(call.pos, "single() got %d items", len(in))
+		}
+		return in, nil
+	}},
+	{name: "first", impl: func(_ *evalCtx, _ *callExpr, in []Node) ([]Node, error) { return head(in, 1), nil }},
+	{name: "last", impl: func(_ *evalCtx, _ *callExpr, in []Node) ([]Node, error) {
+		if len(in) == 0 {
+			return nil, nil
+		}
+		return in[len(in)-1:], nil
+	}},
+	{name: "tail", impl: func(_ *evalCtx, _ *callExpr, in []Node) ([]Node, error) { return skip(in, 1), nil }},
+	{name: "skip", minArgs: 1, maxArgs: 1, impl: func(c *evalCtx, call *callExpr, in []Node) ([]Node, error) {
+		n, ok, err := c.intArg(call, 0)
+		if err != nil || !ok {
+			return nil, err
+		}
+		return skip(in, n), nil
+	}},
+	{name: "take", minArgs: 1, maxArgs: 1, impl: func(c *evalCtx, call *callExpr, in []Node) ([]Node, error) {
+		n, ok, err := c.intArg(call, 0)
+		if err != nil || !ok {
+			return nil, err
+		}
+		return head(in, n), nil
+	}},
+	{name: "intersect", minArgs: 1, maxArgs: 1, impl: func(c *evalCtx, call *callExpr, in []Node) ([]Node, error) {
+		other, err := c.arg(call, 0)
+		var out []Node
+		for _, n := range in {
+			if containsNode(other, n) && !containsNode(out, n) {
+				out = append(out, n)
+			}
+		}
+		return out, err
+	}},
+	{name: "exclude", minArgs: 1, maxArgs: 1, impl: func(c *evalCtx, call *callExpr, in []Node) ([]Node, error) {
+		other, err := c.arg(call, 0)
+		var out []Node
+		for _, n := range in {
+			if !containsNode(other, n) {
+				out = append(out, n)
+			}
+		}
+		return out, err
+	}},
+	{name: "union", minArgs: 1, maxArgs: 1, impl: func(c *evalCtx, call *callExpr, in []Node) ([]Node, error) {
+		other, err := c.arg(call, 0)
+		return union(in, other), err
+	}},
+	{name: "combine", minArgs: 1, maxArgs: 1, impl: func(c *evalCtx, call *callExpr, in []Node) ([]Node, error) {
+		other, err := c.arg(call, 0)
+		return append(append([]Node{}, in...), other...), err
+	}},
+	{name: "children", impl: func(c *evalCtx, call *callExpr, in []Node) ([]Node, error) {
+		return c.allChildren(in, call.pos)
+	}},
+	{name: "descendants", impl: func(c *evalCtx, call *callExpr, in []Node) ([]Node, error) {
+		var out []Node
+		for work := in; len(work) > 0; {
+			next, err := c.allChildren(work, call.pos)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, next...)
+			work = next
+		}
+		return out, nil
+	}},
+}
+
+func head(in []Node, n int64) []Node {
+	if n <= 0 {
+		return nil
+	}
+	if n >= int64(len(in)) {
+		return in
+	}
+	return in[:n]
+}
+
+func skip(in []Node, n int64) []Node {
+	if n <= 0 {
+		return in
+	}
+	if n >= int64(len(in)) {
+		return nil
+	}
+	return in[n:]
+}
+
+// allChildren returns every child element of every item, in element name
+// order (by the model when the type is known, else by JSON key).
+func (c *evalCtx) allChildren(in []Node, pos int) ([]Node, error) {
+	var out []Node
+	for _, n := range in {
+		m, ok := n.Value.(map[string]any)
+		if !ok {
+			continue
+		}
+		if ti := lookupType(n.Type); ti != nil && hasElements(n.Type) && len(ti.names) > 0 {
+			for _, name := range ti.names {
+				el := ti.elems[name]
+				for i, key := range el.keys {
+					out = appendJSON(out, m[key], el.types[i], m["_"+key])
+				}
+			}
+		} else {
+			keys := make([]string, 0, len(m))
+			for k := range m {
+				if k != "resourceType" && (k == "" || k[0] != '_') {
+					keys = append(keys, k)
+				}
+			}
+			sort.Strings(keys)
+			for _, k := range keys {
+				out = appendJSON(out, m[k], "", m["_"+k])
+			}
+		}
+		if err := c.tick(len(out)+1, pos); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
