@@ -1,6 +1,5 @@
 package fhirpath
 
-
 // choiceNames are the names of the choice elements ([x]) of FHIR R4, taken
 // from the R4 JSON schema (an element is a choice when the schema has two or
 // more properties name+Type and none called name). Only these names are

@@ -10,15 +10,15 @@ import (
 type tokenKind int
 
 const (
-	tokEOF    tokenKind = iota
-	tokIdent            // identifier or keyword (and, as, is, true, ...)
-	tokQuoted           // `delimited identifier`
-	tokString           // 'string literal'
-	tokNumber           // 123, 1.5 or 10L
-	tokDate             // @2014-01-25T14:30, @T14:30 (text without the @)
-	tokEnv              // %name, %`name` or %'name'
-	tokSpecial          // $this, $index, $total
-	tokOp               // punctuation and symbolic operators
+	tokEOF     tokenKind = iota
+	tokIdent             // identifier or keyword (and, as, is, true, ...)
+	tokQuoted            // `delimited identifier`
+	tokString            // 'string literal'
+	tokNumber            // 123, 1.5 or 10L
+	tokDate              // @2014-01-25T14:30, @T14:30 (text without the @)
+	tokEnv               // %name, %`name` or %'name'
+	tokSpecial           // $this, $index, $total
+	tokOp                // punctuation and symbolic operators
 )
 
 // token is one lexical token with its 1-based character position.

@@ -496,7 +496,7 @@ func membership(l, r []Node, pos int) ([]Node, error) {
 	return boolOut(containsNode(r, l[0])), nil
 }
 
-// concat implements &: strings joined, empty as ''.
+// concat implements &: strings joined, empty as ”.
 func concat(l, r []Node, pos int) ([]Node, error) {
 	a, err := optString(l, pos)
 	if err != nil {

@@ -196,9 +196,9 @@ func trimZeros(s string) string {
 	return strings.TrimSuffix(s, ".")
 }
 
-func intNode(i int64) Node      { return Node{Value: i, Type: sysInteger} }
-func boolNode(b bool) Node      { return Node{Value: b, Type: sysBoolean} }
-func strNode(s string) Node     { return Node{Value: s, Type: sysString} }
-func qtyNode(q Quantity) Node   { return Node{Value: q, Type: sysQuantity} }
-func boolOut(b bool) []Node     { return []Node{boolNode(b)} }
+func intNode(i int64) Node           { return Node{Value: i, Type: sysInteger} }
+func boolNode(b bool) Node           { return Node{Value: b, Type: sysBoolean} }
+func strNode(s string) Node          { return Node{Value: s, Type: sysString} }
+func qtyNode(q Quantity) Node        { return Node{Value: q, Type: sysQuantity} }
+func boolOut(b bool) []Node          { return []Node{boolNode(b)} }
 func literal(ns ...Node) literalExpr { return literalExpr{nodes: ns} }
