@@ -72,6 +72,8 @@ var settings = []setting{
 	{"level", "FHIRSTORE_EXPORT_LEVEL", "system", "what to export: system (every resource) or patient (the Patient compartments)"},
 	{"group", "FHIRSTORE_EXPORT_GROUP", "", "export the Patient compartments of this Group's members instead (Group/ID/$export)"},
 	{"direct", "FHIRSTORE_LOAD_DIRECT", "false", "write into the database of --data-dir or --mongodb-uri in-process instead of posting to --url"},
+	{"resource", "FHIRSTORE_FHIRPATH_RESOURCE", "", "FHIR resource file (JSON or XML) the expression is evaluated against; empty: no input"},
+	{"lenient", "FHIRSTORE_FHIRPATH_LENIENT", "false", "evaluate leniently: an element the model does not know and a function input of the wrong type give empty instead of an error"},
 }
 
 // config holds parsed settings by flag name.

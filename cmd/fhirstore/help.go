@@ -16,6 +16,7 @@ var commands = []struct{ name, does string }{
 	{"export", "export a server's resources as ndjson files with Bulk Data $export"},
 	{"migrate", "move a data dir of the previous embedded engine (FerretDB) into the indexed one"},
 	{"recover", "list unfinished transactions; retry or abandon those recovery could not apply"},
+	{"fhirpath", "evaluate a FHIRPath expression against a JSON or XML resource; prints the result as JSON"},
 }
 
 // examples are printed by COMMAND -h after the flags; each is a command
@@ -51,6 +52,16 @@ var examples = map[string][]string{
 		"    applies every committed transaction recovery could not apply; stop the server first on the embedded database",
 		"fhirstore recover --abandon 0b9c3c1e-0e6f-4c9e-9d1e-4b1f1f0a2c51 --mongodb-uri 'mongodb://db1,db2,db3/?replicaSet=rs0'",
 		"    undoes that committed transaction: its versions leave history, its resources are back at the versions before it",
+	},
+	"fhirpath": {
+		"fhirstore fhirpath --resource patient.json 'Patient.name.given'",
+		"    prints the result collection as one JSON array: [\"Peter\",\"James\"]",
+		"fhirstore fhirpath --resource observation.xml 'Observation.value.as(Quantity).value > 100'",
+		"fhirstore fhirpath \"(@2024-01-31 + 1 month) = @2024-02-29\"",
+		"    no resource: the expression has no input",
+		"fhirstore fhirpath --lenient --resource patient.json 'Patient.nmae.exists()'",
+		"    an element the model does not know is empty instead of an error",
+		"    exit status: 0 a result, 1 an evaluation error, 2 a syntax error or bad usage",
 	},
 	"client": {
 		"fhirstore client create --data-dir ./data --tenant demo --scope 'system/*.read' --name reporting",

@@ -8,6 +8,7 @@
 //	fhirstore export [flags] --out DIR   export resources with Bulk Data $export
 //	fhirstore migrate --data-dir DIR     move a data dir of the previous embedded engine into the indexed one
 //	fhirstore recover --list             list, retry or abandon transactions recovery could not apply
+//	fhirstore fhirpath [--resource FILE] EXPRESSION  evaluate a FHIRPath expression
 package main
 
 import (
@@ -18,6 +19,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 )
 
@@ -33,8 +35,33 @@ func main() {
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "fhirstore:", err)
-		os.Exit(1)
+		os.Exit(exitCode(err))
 	}
+}
+
+// exitError is an error that sets the process's exit status.
+type exitError struct {
+	code int
+	err  error
+}
+
+// Error is the message on one line, as main prints it.
+func (e *exitError) Error() string { return singleLine(e.err.Error()) }
+func (e *exitError) Unwrap() error { return e.err }
+
+// singleLine folds a multi-line message (one quoting an expression with line
+// breaks) onto one line.
+func singleLine(s string) string { return lineBreaks.Replace(s) }
+
+var lineBreaks = strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ")
+
+// exitCode is the exit status for err: 1 unless it is an *exitError.
+func exitCode(err error) int {
+	var e *exitError
+	if errors.As(err, &e) {
+		return e.code
+	}
+	return 1
 }
 
 // run executes one command line; stdout carries the command's output only.
@@ -70,6 +97,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return migrate(ctx, args, stdout, stderr)
 	case "recover":
 		return recoverCmd(ctx, args, stdout, stderr)
+	case "fhirpath":
+		return fhirpathCmd(ctx, args, stdout, stderr)
 	default:
 		return errUnknownCommand(cmd)
 	}
