@@ -195,7 +195,7 @@ func TestJSONRepresentationRules(t *testing.T) {
 		{"_name array of another length", "Patient", `{"resourceType":"Patient","name":[{"given":["A","B"],"_given":[{"id":"a"}]}]}`, "Patient.name[0].given"},
 		{"_name array entry that is a string", "Patient", `{"resourceType":"Patient","name":[{"given":["A"],"_given":["x"]}]}`, "Patient.name[0].given[0]"},
 		{"_name array entry that is empty", "Patient", `{"resourceType":"Patient","name":[{"given":["A"],"_given":[{}]}]}`, "Patient.name[0].given[0]"},
-		{"_name array without values that has a null", "Patient", `{"resourceType":"Patient","name":[{"_given":[{"id":"a"},null]}]}`, "Patient.name[0].given[1]"},
+		{"_name array without values that has a null", "Patient", `{"resourceType":"Patient","name":[{"_given":[{"extension":[{"url":"http://x","valueString":"y"}]},null]}]}`, "Patient.name[0].given[1]"},
 		{"_name of a complex element", "Patient", `{"resourceType":"Patient","_maritalStatus":{"id":"a"}}`, "Patient._maritalStatus"},
 		{"unknown element inside _name", "Patient", `{"resourceType":"Patient","gender":"male","_gender":{"nosuch":1}}`, "Patient.gender.nosuch"},
 		{"bad extension inside _name of a repeated primitive", "Patient", `{"resourceType":"Patient","name":[{"given":["A"],"_given":[{"extension":[{"url":"http://x"}]}]}]}`, "Patient.name[0].given[0].extension[0]"},
@@ -217,7 +217,7 @@ func TestJSONRepresentationAllows(t *testing.T) {
 	for _, body := range []string{
 		`{"resourceType":"Patient","_birthDate":{"extension":[{"url":"http://x","valueString":"y"}]}}`,
 		`{"resourceType":"Patient","name":[{"given":["A",null],"_given":[null,{"extension":[{"url":"http://x","valueString":"y"}]}]}]}`,
-		`{"resourceType":"Patient","name":[{"_given":[{"id":"a"},{"id":"b"}]}]}`,
+		`{"resourceType":"Patient","name":[{"_given":[{"id":"a","extension":[{"url":"http://x","valueString":"y"}]},{"extension":[{"url":"http://x","valueString":"z"}]}]}]}`,
 		`{"resourceType":"Patient","name":[{"given":["A","B"],"_given":[{"id":"a"},null]}]}`,
 		`{"resourceType":"Patient","gender":"male","_gender":{"id":"g"}}`,
 		`{"resourceType":"Observation","status":"final","code":{"text":"x"},"_valueString":{"extension":[{"url":"http://x","valueCode":"unknown"}]}}`,

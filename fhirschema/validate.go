@@ -19,6 +19,10 @@ type Issue struct {
 	Code        string // structure, required, value, code-invalid, invalid
 	Diagnostics string
 	Expression  string // FHIRPath location such as Patient.name[0].given[1]
+	// Key and Source name the invariant an issue of code "invariant"
+	// reports: its key (per-1) and the canonical URL of the
+	// StructureDefinition that defines it.
+	Key, Source string
 }
 
 // Result is what validation found. Valid reports whether there is no error.
@@ -43,6 +47,10 @@ type Options struct {
 	// Extensions knows extension definitions beyond the core ones the
 	// validator embeds; nil knows none.
 	Extensions ExtensionTypes
+	// BestPractice evaluates the warning-severity invariants too (dom-6,
+	// the name rules of conformance resources), as $validate does; a write
+	// needs only the error-severity ones, the warnings never refusing it.
+	BestPractice bool
 }
 
 // Validator checks resources against the official R4 JSON Schema. It is
@@ -57,6 +65,8 @@ type Validator struct {
 	present map[string][]string
 	// coreExtensions holds the value types of core extension definitions.
 	coreExtensions map[string][]string
+	// invariants are the core invariants, compiled; nil checks none.
+	invariants *invariantTable
 }
 
 // requiredJSON lists, per schema definition, the primitive elements whose
@@ -96,6 +106,9 @@ func NewValidator() (*Validator, error) {
 	if err := json.Unmarshal(coreExtensionsJSON, &v.coreExtensions); err != nil {
 		return nil, fmt.Errorf("read core extensions: %w", err)
 	}
+	if v.invariants, err = newInvariantTable(v.elements); err != nil {
+		return nil, err
+	}
 	patched, err := json.Marshal(root)
 	if err != nil {
 		return nil, fmt.Errorf("prepare FHIR schema: %w", err)
@@ -131,7 +144,10 @@ func (v *Validator) validate(typ string, body []byte, opts Options, always bool)
 		return &Result{Issues: []Issue{{Severity: "error", Code: "structure", Diagnostics: "the body is not valid JSON: " + err.Error()}}}
 	}
 	w := &walker{v: v, opts: opts, seen: map[string]bool{}, alwaysSchema: always}
-	w.resource(typ, doc, typ)
+	w.resource(typ, doc, typ, false)
+	if !w.failed() {
+		w.checkInvariants()
+	}
 	sort.SliceStable(w.issues, func(i, j int) bool { return w.issues[i].Expression < w.issues[j].Expression })
 	return &Result{Issues: w.issues}
 }
@@ -150,12 +166,27 @@ type walker struct {
 	// alwaysSchema validates with the schema even when the walk found
 	// nothing it would reject (for tests comparing both ways).
 	alwaysSchema bool
+	// scope is the resource being walked; checks are the invariants to
+	// evaluate once the structure is found valid.
+	scope  *resourceScope
+	checks []pendingCheck
+}
+
+// failed reports whether an error was found.
+func (w *walker) failed() bool {
+	for _, is := range w.issues {
+		if is.Severity == "error" {
+			return true
+		}
+	}
+	return false
 }
 
 // add records an issue unless one of the same severity is already at its
-// location: one problem, one issue, whichever check saw it first.
+// location: one problem, one issue, whichever check saw it first. Each
+// invariant broken is a problem of its own.
 func (w *walker) add(is Issue) {
-	key := is.Severity + "|" + is.Expression
+	key := is.Severity + "|" + is.Expression + "|" + is.Key
 	if w.seen[key] {
 		return
 	}
@@ -167,8 +198,10 @@ func (w *walker) errorf(code, expr, format string, args ...any) {
 	w.add(Issue{Severity: "error", Code: code, Expression: expr, Diagnostics: fmt.Sprintf(format, args...)})
 }
 
-// resource validates doc as a resource of type typ located at path.
-func (w *walker) resource(typ string, doc any, path string) {
+// resource validates doc as a resource of type typ located at path;
+// contained tells a contained resource, whose %rootResource is its
+// container's.
+func (w *walker) resource(typ string, doc any, path string, contained bool) {
 	obj, ok := doc.(map[string]any)
 	if !ok {
 		w.errorf("structure", path, "a resource must be a JSON object")
@@ -187,7 +220,11 @@ func (w *walker) resource(typ string, doc any, path string) {
 		w.errorf("invalid", path+".resourceType", "unknown or unexpected resourceType %q", rt)
 		return
 	}
-	w.object(obj, &loc{root: path}, typ)
+	restore := w.enterResource(obj, contained)
+	at := &loc{root: path}
+	w.object(obj, at, typ)
+	w.domainInvariants(obj, at, typ)
+	restore()
 	if len(w.issues) == 0 && !w.schemaWould && !w.alwaysSchema {
 		return // the schema finds nothing when the walk does not
 	}

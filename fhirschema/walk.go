@@ -55,6 +55,11 @@ func (w *walker) object(obj map[string]any, at *loc, def string) {
 			w.errorf("required", at.String()+"."+name, "missing required element %q", name)
 		}
 	}
+	w.invariantsOf(obj, at, def)
+	var invs map[string][]*invariant
+	if w.v.invariants != nil {
+		invs = w.v.invariants.elements[def]
+	}
 	var choices map[string]string
 	for k, child := range obj {
 		el := elems[k]
@@ -82,6 +87,11 @@ func (w *walker) object(obj map[string]any, at *loc, def string) {
 		default:
 			w.value(child, here, el, k)
 		}
+		if invs != nil && !el.shadow {
+			if inv := invs[elementName(el, k)]; inv != nil {
+				w.elementInvariants(inv, child, here, el)
+			}
+		}
 	}
 	if def == "Extension" {
 		w.extension(obj, at)
@@ -101,12 +111,15 @@ func (w *walker) value(v any, at *loc, el *element, name string) {
 			w.schemaWould = true
 		}
 	case el.typ == "ResourceList":
-		w.resource("", v, at.String())
+		w.resource("", v, at.String(), name == "contained")
 	default:
 		obj, ok := v.(map[string]any)
 		if !ok {
 			w.errorf("structure", at.String(), "%q must be a JSON object (FHIR %s)", name, el.typ)
 			return
+		}
+		if onlyID(obj) {
+			w.ele1(at)
 		}
 		w.object(obj, at, el.typ)
 	}
@@ -149,6 +162,9 @@ func (w *walker) twin(obj map[string]any, key string, v any, at *loc, el *elemen
 			w.errorf("structure", at.String(), "%q must be a JSON object holding the id and extensions of %q", key, name)
 			return
 		}
+		if _, value := obj[name]; !value && onlyID(tw) {
+			w.ele1(at)
+		}
 		w.object(tw, at, "Element")
 		return
 	}
@@ -169,6 +185,9 @@ func (w *walker) twin(obj map[string]any, key string, v any, at *loc, el *elemen
 				w.errorf("structure", at.item(i).String(), "the value at this index has neither a value nor an extension")
 			}
 		case map[string]any:
+			if (!hasValues || values[i] == nil) && onlyID(tw) {
+				w.ele1(at.item(i))
+			}
 			w.object(tw, at.item(i), "Element")
 		default:
 			w.errorf("structure", at.item(i).String(), "each entry of %q must be a JSON object or null", key)

@@ -283,6 +283,8 @@ func entryError(i int, typ string, err error) error {
 		switch {
 		case is.Expression == "":
 			is.Expression = prefix
+		case is.Expression == typ: // the resource itself (dom-3)
+			is.Expression = prefix + ".resource"
 		case strings.HasPrefix(is.Expression, typ+"."):
 			is.Expression = prefix + ".resource." + strings.TrimPrefix(is.Expression, typ+".")
 		case strings.HasPrefix(is.Expression, "request.") || is.Expression == "fullUrl":

@@ -130,12 +130,27 @@ func operationOutcome(issues []Issue) map[string]any {
 		if is.Diagnostics != "" {
 			m["diagnostics"] = is.Diagnostics
 		}
+		if is.Key != "" {
+			m["details"] = invariantDetails(is)
+		}
 		if is.Expression != "" {
 			m["expression"] = []string{is.Expression}
 		}
 		out = append(out, m)
 	}
 	return map[string]any{"resourceType": "OperationOutcome", "issue": out}
+}
+
+// invariantDetails names the invariant an issue reports: the constraint key
+// as a code of the StructureDefinition that defines it (the key alone is
+// unique only there: Task, Parameters and TestReport each have an inv-1),
+// and the key with its human text.
+func invariantDetails(is Issue) map[string]any {
+	coding := map[string]any{"code": is.Key}
+	if is.Source != "" {
+		coding["system"] = is.Source
+	}
+	return map[string]any{"coding": []any{coding}, "text": is.Diagnostics}
 }
 
 // informational is an OperationOutcome for a successful interaction.

@@ -24,7 +24,7 @@ type prepared struct {
 
 // prepare parses body and checks what every write needs: a JSON object of
 // type typ whose id (for updates) matches the URL, passing the validator.
-func (s *Store) prepare(ctx context.Context, tenant, typ, id string, body []byte, lenient bool) (*prepared, error) {
+func (s *Store) prepare(ctx context.Context, tenant, typ, id string, body []byte, lenient, check bool) (*prepared, error) {
 	dec, err := document.FromJSON(body, s.opts.MaxDepth)
 	if err != nil {
 		var se *document.SyntaxError
@@ -61,7 +61,7 @@ func (s *Store) prepare(ctx context.Context, tenant, typ, id string, body []byte
 			}
 			return out, err
 		}
-		warnings, err := s.opts.Validate(ctx, Validation{Tenant: tenant, Type: typ, Body: body, Lenient: lenient, Find: find})
+		warnings, err := s.opts.Validate(ctx, Validation{Tenant: tenant, Type: typ, Body: body, Lenient: lenient, Check: check, Find: find})
 		if err != nil {
 			return nil, err
 		}
@@ -81,7 +81,7 @@ func (s *Store) Check(ctx context.Context, tenant, typ, id string, body []byte, 
 			return nil, err
 		}
 	}
-	p, err := s.prepare(ctx, tenant, typ, id, body, opts.Lenient)
+	p, err := s.prepare(ctx, tenant, typ, id, body, opts.Lenient, true)
 	if err != nil {
 		return nil, err
 	}

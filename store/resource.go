@@ -109,7 +109,7 @@ func (s *Store) Create(ctx context.Context, tenant, typ string, body []byte, opt
 	if err := s.checkType(typ); err != nil {
 		return nil, err
 	}
-	in, err := s.prepare(ctx, tenant, typ, "", body, opts.Lenient)
+	in, err := s.prepare(ctx, tenant, typ, "", body, opts.Lenient, false)
 	if err != nil {
 		return nil, err
 	}
@@ -130,7 +130,7 @@ func (s *Store) Update(ctx context.Context, tenant, typ, id string, body []byte,
 	if err := ValidateID(id); err != nil {
 		return nil, false, err
 	}
-	in, err := s.prepare(ctx, tenant, typ, id, body, opts.Lenient)
+	in, err := s.prepare(ctx, tenant, typ, id, body, opts.Lenient, false)
 	if err != nil {
 		return nil, false, err
 	}

@@ -41,6 +41,10 @@ type Issue struct {
 	Code        string // structure, required, value, invalid, ...
 	Diagnostics string
 	Expression  string // FHIRPath location, e.g. Patient.name[0].given[1]
+	// Key and Source name the invariant an issue of code "invariant"
+	// reports: its key (per-1) and the canonical URL of the
+	// StructureDefinition that defines it.
+	Key, Source string
 }
 
 // InvalidError rejects a resource. Syntax marks input that is not a usable
@@ -76,6 +80,9 @@ type Validation struct {
 	Body   []byte
 	// Lenient accepts unknown elements with a warning.
 	Lenient bool
+	// Check marks a validation that stores nothing ($validate): it reports
+	// every warning, best practices included.
+	Check bool
 	// Find reads the tenant's current resources of a type that match a
 	// search condition (at most two), such as the StructureDefinition of an
 	// extension: "url=http://example.org/ext".

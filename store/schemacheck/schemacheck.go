@@ -19,13 +19,13 @@ import (
 func Validator(v *fhirschema.Validator) store.Validator {
 	return func(ctx context.Context, in store.Validation) ([]store.Issue, error) {
 		defs := &tenantExtensions{ctx: ctx, find: in.Find, known: map[string][]string{}, lookedUp: map[string]bool{}}
-		r := v.Validate(in.Type, in.Body, fhirschema.Options{Lenient: in.Lenient, Extensions: defs.types})
+		r := v.Validate(in.Type, in.Body, fhirschema.Options{Lenient: in.Lenient, Extensions: defs.types, BestPractice: in.Check})
 		if defs.err != nil {
 			return nil, fmt.Errorf("read extension definitions: %w", defs.err)
 		}
 		var errs, warnings []store.Issue
 		for _, is := range r.Issues {
-			si := store.Issue{Severity: is.Severity, Code: is.Code, Diagnostics: is.Diagnostics, Expression: is.Expression}
+			si := store.Issue{Severity: is.Severity, Code: is.Code, Diagnostics: is.Diagnostics, Expression: is.Expression, Key: is.Key, Source: is.Source}
 			if is.Severity == "error" {
 				errs = append(errs, si)
 			} else {
