@@ -112,7 +112,7 @@ func strInput(call *callExpr, in []Node) (string, bool, error) {
 	}
 	s, isStr := n.Value.(string)
 	if !isStr || kindOf(n) != kStr && !isMoment(kindOf(n)) {
-		return "", false, execErr(call.pos, "%s() needs a String input, not a %s", call.fn.name, kindOf(n))
+		return "", false, semanticErr(call.pos, "%s() needs a String input, not a %s", call.fn.name, kindOf(n))
 	}
 	return s, true, nil
 }

@@ -30,7 +30,9 @@ func converter(typ string, conv func(Node) (Node, bool)) *function {
 	}}
 }
 
-func init() {
+// addConvertsTo adds convertsToX() for each toX() conversion: whether the
+// conversion gives a value.
+func addConvertsTo() {
 	for _, typ := range []string{"Boolean", "Integer", "Decimal", "String", "Date", "DateTime", "Time"} {
 		to := functions["to"+typ]
 		conv := to.impl

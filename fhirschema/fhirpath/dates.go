@@ -189,6 +189,8 @@ func (m moment) time() time.Time {
 func compareMoments(a, b moment) (cmp int, ok bool) {
 	if a.hasTZ && b.hasTZ {
 		a, b = a.utc(), b.utc()
+	} else if a.hasTZ != b.hasTZ && a.prec >= precHour && b.prec >= precHour && !a.isTime {
+		return 0, false
 	}
 	af, bf := a.fields(), b.fields()
 	lo, hi := 0, precSecond
@@ -268,6 +270,9 @@ func (m moment) format() string {
 func dateLiteral(t token) (Node, error) {
 	text := t.text
 	if strings.HasPrefix(text, "T") {
+		if strings.ContainsAny(text, "Z+-") {
+			return Node{}, &Error{Kind: "execution", Pos: t.pos, Msg: "a time has no time zone: @" + text}
+		}
 		m, ok := parseMoment(text[1:], true)
 		if !ok {
 			return Node{}, syntaxErr(t.pos, "bad time @%s", text)
@@ -299,10 +304,13 @@ func momentNode(m moment, like Node) Node {
 // addDuration adds q (a calendar or UCUM time quantity, times sign) to m.
 func addDuration(m moment, q Quantity, sign int) (moment, bool) {
 	unit := calendarOf(q.Unit)
-	if unit == "" {
+	if unit == "" || q.Unit == "a" || q.Unit == "mo" {
 		return m, false
 	}
 	v := q.Value * float64(sign)
+	if unit != "millisecond" {
+		v = float64(int64(v))
+	}
 	whole := int(v)
 	t := m.time()
 	switch unit {

@@ -245,6 +245,8 @@ func (e *indexExpr) eval(c *evalCtx, focus []Node) ([]Node, error) {
 // properties), else by the JSON property, with a primitive's _name twin.
 func (c *evalCtx) children(in []Node, name string, pos int) ([]Node, error) {
 	var out []Node
+	var unknownIn string // a type of the input that has no such element
+	known := false       // some item may have the element
 	for _, n := range in {
 		m, ok := n.Value.(map[string]any)
 		if !ok {
@@ -253,39 +255,50 @@ func (c *evalCtx) children(in []Node, name string, pos int) ([]Node, error) {
 			}
 			continue
 		}
-		var err error
-		if out, err = c.child(out, n, m, name, pos); err != nil {
-			return nil, err
+		var has bool
+		out, has = child(out, n, m, name)
+		if has {
+			known = true
+		} else {
+			unknownIn = n.Type
 		}
+	}
+	if c.env.Strict && !known && unknownIn != "" {
+		return nil, semanticErr(pos, "%s has no element '%s'", publicType(unknownIn), name)
 	}
 	return out, c.tick(len(out)+1, pos)
 }
 
-// child appends the child name of one complex node.
-func (c *evalCtx) child(out []Node, n Node, m map[string]any, name string, pos int) ([]Node, error) {
+// child appends the child name of one complex node; has is false when
+// the node's type is known and has no such element.
+func child(out []Node, n Node, m map[string]any, name string) (_ []Node, has bool) {
 	typ := n.Type
-	if typ != "" && !strings.HasPrefix(typ, "System.") && hasElements(typ) {
+	if strings.HasPrefix(typ, "System.") {
+		if s, ok := m[name].(string); ok {
+			return append(out, strNode(s)), true
+		}
+		return out, true
+	}
+	if typ != "" && hasElements(typ) {
 		el, ok := elementOf(typ, name)
-		if ok {
-			for i, key := range el.keys {
-				out = appendJSON(out, m[key], el.types[i], m["_"+key])
-			}
-			return out, nil
+		if !ok {
+			return out, false
 		}
-		if c.env.Strict {
-			return nil, semanticErr(pos, "%s has no element '%s'", publicType(typ), name)
+		for i, key := range el.keys {
+			out = appendJSON(out, m[key], el.types[i], m["_"+key])
 		}
+		return out, true
 	}
 	if v, ok := m[name]; ok {
-		return appendJSON(out, v, "", m["_"+name]), nil
+		return appendJSON(out, v, "", m["_"+name]), true
 	}
 	if _, ok := m["_"+name]; ok {
-		return appendJSON(out, nil, "", m["_"+name]), nil
+		return appendJSON(out, nil, "", m["_"+name]), true
 	}
 	if choiceNames[name] {
-		return appendChoices(out, m, name), nil
+		return appendChoices(out, m, name), true
 	}
-	return out, nil
+	return out, true
 }
 
 // typeOfChild returns the single type of element name of typ, or "".
@@ -381,3 +394,9 @@ func choiceType(suffix string) (string, bool) {
 	}
 	return "", false
 }
+
+// errorExpr fails when evaluated: a literal the specification makes an
+// execution error.
+type errorExpr struct{ err *Error }
+
+func (e errorExpr) eval(*evalCtx, []Node) ([]Node, error) { return nil, e.err }

@@ -280,6 +280,9 @@ func fnConformsTo(c *evalCtx, call *callExpr, in []Node) ([]Node, error) {
 		return boolOut(ok), nil
 	}
 	const core = "http://hl7.org/fhir/StructureDefinition/"
+	if !strings.Contains(url, "/StructureDefinition/") {
+		return nil, execErr(call.pos, "conformsTo(): %s is not a StructureDefinition URL", url)
+	}
 	if strings.HasPrefix(url, core) && isResourceType(url[len(core):]) {
 		return boolOut(isType(n, url[len(core):])), nil
 	}

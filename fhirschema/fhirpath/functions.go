@@ -1,6 +1,7 @@
 package fhirpath
 
 import (
+	"errors"
 	"sort"
 )
 
@@ -14,6 +15,7 @@ func init() {
 			functions[f.name] = f
 		}
 	}
+	addConvertsTo()
 }
 
 // existenceFunctions: existence, filtering and projection.
@@ -37,7 +39,7 @@ var existenceFunctions = []*function{
 	{name: "repeat", minArgs: 1, maxArgs: 1, impl: fnRepeat},
 	{name: "ofType", minArgs: 1, maxArgs: 1, typeArg: true, impl: func(_ *evalCtx, call *callExpr, in []Node) ([]Node, error) {
 		if !validTypeName(call.typeName) {
-			return nil, semanticErr(call.pos, "unknown type %s", call.typeName)
+			return nil, execErr(call.pos, "unknown type %s", call.typeName)
 		}
 		return ofType(in, call.typeName), nil
 	}},
@@ -57,6 +59,7 @@ var existenceFunctions = []*function{
 	{name: "not", impl: fnNot},
 	{name: "iif", minArgs: 2, maxArgs: 3, impl: fnIif},
 	{name: "aggregate", minArgs: 1, maxArgs: 2, impl: fnAggregate},
+	{name: "sort", maxArgs: 10, impl: fnSort},
 }
 
 func fnExists(c *evalCtx, call *callExpr, in []Node) ([]Node, error) {
@@ -182,16 +185,21 @@ func fnIif(c *evalCtx, call *callExpr, in []Node) ([]Node, error) {
 	if len(in) > 1 && call.recv != nil {
 		return nil, execErr(call.pos, "iif() needs at most one input item")
 	}
+	if call.recv != nil {
+		saved := c.scope
+		defer func() { c.scope = saved }()
+		c.scope = scope{this: in, total: saved.total, hasTotal: saved.hasTotal}
+	}
 	cond, err := c.arg(call, 0)
 	if err != nil {
 		return nil, err
 	}
 	if len(cond) > 1 {
-		return nil, execErr(call.pos, "the criterion of iif() must be a single Boolean")
+		return nil, semanticErr(call.pos, "the criterion of iif() must be a single Boolean")
 	}
 	if len(cond) == 1 {
 		if _, ok := cond[0].Value.(bool); !ok {
-			return nil, execErr(call.pos, "the criterion of iif() must be a Boolean")
+			return nil, semanticErr(call.pos, "the criterion of iif() must be a Boolean")
 		}
 	}
 	b, known, _ := truth(cond, call.pos)
@@ -345,4 +353,75 @@ func (c *evalCtx) allChildren(in []Node, pos int) ([]Node, error) {
 		}
 	}
 	return out, nil
+}
+
+// fnSort orders the input by its arguments' values (a leading - sorts that
+// key descending), or by the items themselves.
+func fnSort(c *evalCtx, call *callExpr, in []Node) ([]Node, error) {
+	keys := make([][][]Node, len(in))
+	desc := make([]bool, len(call.args))
+	exprs := make([]evaluator, len(call.args))
+	for i, a := range call.args {
+		exprs[i] = a
+		if neg, ok := a.(*negateExpr); ok {
+			desc[i], exprs[i] = true, neg.operand
+		}
+	}
+	saved := c.scope
+	defer func() { c.scope = saved }()
+	for i, n := range in {
+		c.scope = scope{this: []Node{n}, index: i, hasIndex: true}
+		for _, e := range exprs {
+			k, err := e.eval(c, c.scope.this)
+			if err != nil {
+				return nil, err
+			}
+			keys[i] = append(keys[i], k)
+		}
+	}
+	idx := make([]int, len(in))
+	for i := range idx {
+		idx[i] = i
+	}
+	var sortErr error
+	sort.SliceStable(idx, func(a, b int) bool {
+		if len(exprs) == 0 {
+			cmp, _, err := compareItems(in[idx[a]], in[idx[b]], call.pos)
+			sortErr = errors.Join(sortErr, err)
+			return cmp < 0
+		}
+		for k := range exprs {
+			ka, kb := keys[idx[a]][k], keys[idx[b]][k]
+			cmp := compareKeys(ka, kb, call.pos, &sortErr)
+			if desc[k] && len(ka) > 0 && len(kb) > 0 {
+				cmp = -cmp
+			}
+			if cmp != 0 {
+				return cmp < 0
+			}
+		}
+		return false
+	})
+	out := make([]Node, len(in))
+	for i, j := range idx {
+		out[i] = in[j]
+	}
+	return out, sortErr
+}
+
+// compareKeys orders two sort keys; an empty key comes first.
+func compareKeys(a, b []Node, pos int, errp *error) int {
+	switch {
+	case len(a) == 0 && len(b) == 0:
+		return 0
+	case len(a) == 0:
+		return -1
+	case len(b) == 0:
+		return 1
+	}
+	cmp, _, err := compareItems(a[0], b[0], pos)
+	if err != nil && *errp == nil {
+		*errp = err
+	}
+	return cmp
 }

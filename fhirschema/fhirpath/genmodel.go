@@ -102,13 +102,13 @@ func read(path string, model map[string]*info) error {
 			continue
 		}
 		for _, el := range sd.Snapshot.Element[1:] {
-			add(model, sd.Type, el)
+			add(model, sd.Type, sd.Kind == "resource", el)
 		}
 	}
 	return nil
 }
 
-func add(model map[string]*info, root string, el elementDef) {
+func add(model map[string]*info, root string, resource bool, el elementDef) {
 	i := strings.LastIndexByte(el.Path, '.')
 	parent, name := el.Path[:i], strings.TrimSuffix(el.Path[i+1:], "[x]")
 	p := model[parent]
@@ -130,6 +130,9 @@ func add(model map[string]*info, root string, el elementDef) {
 				if strings.HasSuffix(x.URL, "structuredefinition-fhir-type") {
 					code = x.ValueURL
 				}
+			}
+			if el.Path == root+".id" && resource {
+				code = "id" // Resource.id is an id, though its type is written System.String
 			}
 			if code == "BackboneElement" || (code == "Element" && el.Path != root+".extension") {
 				model[el.Path] = &info{Base: code}

@@ -544,7 +544,10 @@ func arithmetic(op string, l, r []Node, pos int) ([]Node, error) {
 	case isNumber(ka) && kb == kQty && op == "*":
 		return quantityArithmetic(op, b, a, pos)
 	}
-	return nil, execErr(pos, "cannot apply '%s' to a %s and a %s", op, ka, kb)
+	if ka == kb {
+		return nil, execErr(pos, "cannot apply '%s' to a %s and a %s", op, ka, kb)
+	}
+	return nil, semanticErr(pos, "cannot apply '%s' to a %s and a %s", op, ka, kb)
 }
 
 // numeric computes with Integers (when both are) or Decimals.

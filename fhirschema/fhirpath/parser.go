@@ -1,6 +1,7 @@
 package fhirpath
 
 import (
+	"errors"
 	"encoding/json"
 	"strconv"
 	"strings"
@@ -205,6 +206,10 @@ func (p *parser) term() (evaluator, error) {
 		return literal(Node{Value: t.text, Type: sysString}), nil
 	case tokDate:
 		n, err := dateLiteral(t)
+		var e *Error
+		if errors.As(err, &e) && e.Kind == "execution" {
+			return errorExpr{err: e}, nil
+		}
 		if err != nil {
 			return nil, err
 		}

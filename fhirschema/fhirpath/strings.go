@@ -34,6 +34,7 @@ var stringFunctions = []*function{
 	{name: "toChars", impl: fnToChars},
 	{name: "replace", minArgs: 2, maxArgs: 2, impl: fnReplace},
 	{name: "matches", minArgs: 1, maxArgs: 1, impl: fnMatches},
+	{name: "matchesFull", minArgs: 1, maxArgs: 1, impl: fnMatches},
 	{name: "replaceMatches", minArgs: 2, maxArgs: 2, impl: fnReplaceMatches},
 	{name: "split", minArgs: 1, maxArgs: 1, impl: fnSplit},
 	{name: "join", maxArgs: 1, impl: fnJoin},
@@ -162,7 +163,17 @@ func fnMatches(c *evalCtx, call *callExpr, in []Node) ([]Node, error) {
 	if err != nil || !ok {
 		return nil, err
 	}
+	if call.fn.name == "matchesFull" {
+		loc := re.FindStringIndex(s)
+		return boolOut(loc != nil && loc[0] == 0 && loc[1] == len(s) || fullMatch(re, s)), nil
+	}
 	return boolOut(re.MatchString(s)), nil
+}
+
+// fullMatch reports whether re matches the whole of s.
+func fullMatch(re *regexp.Regexp, s string) bool {
+	full, err := regexp.Compile(`^(?:` + strings.TrimPrefix(re.String(), "(?s)") + `)$`)
+	return err == nil && full.MatchString(s)
 }
 
 func fnReplaceMatches(c *evalCtx, call *callExpr, in []Node) ([]Node, error) {
@@ -177,6 +188,9 @@ func fnReplaceMatches(c *evalCtx, call *callExpr, in []Node) ([]Node, error) {
 	sub, ok, err := c.strArg(call, 1)
 	if err != nil || !ok {
 		return nil, err
+	}
+	if re.String() == "(?s)" {
+		return []Node{strNode(s)}, nil
 	}
 	return []Node{strNode(re.ReplaceAllString(s, sub))}, nil
 }
@@ -269,15 +283,19 @@ func fnEscape(escape bool) func(*evalCtx, *callExpr, []Node) ([]Node, error) {
 		}
 		switch {
 		case target == "html" && escape:
-			return []Node{strNode(html.EscapeString(s))}, nil
+			return []Node{strNode(htmlEscaper.Replace(s))}, nil
 		case target == "html":
 			return []Node{strNode(html.UnescapeString(s))}, nil
 		case target == "json" && escape:
-			b, _ := json.Marshal(s)
-			return []Node{strNode(string(b[1 : len(b)-1]))}, nil
+			var b strings.Builder
+			enc := json.NewEncoder(&b)
+			enc.SetEscapeHTML(false)
+			_ = enc.Encode(s)
+			out := strings.TrimSuffix(b.String(), "\n")
+			return []Node{strNode(out[1 : len(out)-1])}, nil
 		case target == "json":
 			var out string
-			if json.Unmarshal([]byte(`"`+s+`"`), &out) != nil {
+			if json.Unmarshal([]byte(`"`+jsonQuotes.Replace(s)+`"`), &out) != nil {
 				return nil, nil
 			}
 			return []Node{strNode(out)}, nil
@@ -293,3 +311,9 @@ func fnEscape(escape bool) func(*evalCtx, *callExpr, []Node) ([]Node, error) {
 		return nil, execErr(call.pos, "unknown escape target %q", target)
 	}
 }
+
+// htmlEscaper escapes the characters HTML gives meaning to.
+var htmlEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;")
+
+// jsonQuotes escapes the bare quotes of a string to unescape as JSON.
+var jsonQuotes = strings.NewReplacer(`\\`, `\\`, `\"`, `\"`, `"`, `\"`)

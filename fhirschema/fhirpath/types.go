@@ -27,13 +27,17 @@ func validTypeName(spec string) bool {
 	case "FHIR":
 		return fhir
 	case "System":
-		return sys
+		return sys || fhir
 	}
 	return fhir || sys
 }
 
 // isType implements is: n's type is spec or specializes it.
-func isType(n Node, spec string) bool {
+func isType(n Node, spec string) bool { return typeMatches(n, spec, false) }
+
+// typeMatches tests n's type against spec; exact (as and ofType) does not
+// let a primitive type stand for its base (a code is no string there).
+func typeMatches(n Node, spec string, exact bool) bool {
 	ns, name := splitTypeName(spec)
 	t := nodeType(n)
 	if t == "" {
@@ -44,6 +48,9 @@ func isType(n Node, spec string) bool {
 	}
 	if ns == "System" {
 		return false
+	}
+	if exact && isPrimitiveType(t) {
+		return t == name
 	}
 	for x := t; x != ""; x = baseType(x) {
 		if x == name || publicType(x) == name {
@@ -116,7 +123,7 @@ func (e *typeOpExpr) eval(c *evalCtx, focus []Node) ([]Node, error) {
 // typeOp applies is (isOp) or as to a collection of at most one item.
 func typeOp(c *evalCtx, in []Node, spec string, isOp bool, pos int) ([]Node, error) {
 	if !validTypeName(spec) {
-		return nil, semanticErr(pos, "unknown type %s", spec)
+		return nil, execErr(pos, "unknown type %s", spec)
 	}
 	if len(in) == 0 {
 		return nil, nil
@@ -137,7 +144,7 @@ func typeOp(c *evalCtx, in []Node, spec string, isOp bool, pos int) ([]Node, err
 func ofType(in []Node, spec string) []Node {
 	var out []Node
 	for _, n := range in {
-		if isType(n, spec) {
+		if typeMatches(n, spec, true) {
 			out = append(out, n)
 		}
 	}

@@ -66,7 +66,7 @@ func fnBoundary(high bool) func(*evalCtx, *callExpr, []Node) ([]Node, error) {
 			if !ok {
 				return nil, nil
 			}
-			return []Node{momentNode(momentBoundary(m, high), n)}, nil
+			return momentBoundaryNode(m, high, p, hasP, kindOf(n)), nil
 		case kQty:
 			q, _ := qtyOf(n)
 			b, err := decimalBoundary(Node{Value: json.Number(quantityText(q)), Type: sysDecimal}, high, p, hasP)
@@ -94,46 +94,99 @@ func decimalBoundary(n Node, high bool, p int64, hasP bool) ([]Node, error) {
 	if kindOf(n) == kInt {
 		half = 0.5
 	}
+	scale := math.Pow(10, float64(p))
+	orig := x
 	if high {
-		x += half
+		x = math.Ceil(math.Round((x+half)*scale*1e6)/1e6) / scale
 	} else {
-		x -= half
+		x = math.Floor(math.Round((x-half)*scale*1e6)/1e6) / scale
+	}
+	if math.Abs(orig) < 1/scale {
+		x = math.Copysign(0, orig)
+		if high {
+			x = 0
+		}
 	}
 	return []Node{{Value: json.Number(fmt.Sprintf("%.*f", p, x)), Type: sysDecimal}}, nil
 }
 
-// momentBoundary fills the fields below m's precision with their lowest or
-// highest values.
+// momentBoundary fills the fields below m's precision with their lowest
+// or highest values, down to milliseconds.
 func momentBoundary(m moment, high bool) moment {
+	pick := func(lo, hi int) int {
+		if high {
+			return hi
+		}
+		return lo
+	}
 	if !m.isTime {
 		if m.prec < precMonth {
-			m.month = map[bool]int{false: 1, true: 12}[high]
+			m.month = pick(1, 12)
 		}
 		if m.prec < precDay {
-			m.day = map[bool]int{false: 1, true: daysIn(m.year, m.month)}[high]
+			m.day = pick(1, daysIn(m.year, m.month))
 		}
 	}
-	if m.isTime || m.isDateTime {
-		if m.prec < precHour {
-			m.hour = map[bool]int{false: 0, true: 23}[high]
-		}
-		if m.prec < precMinute {
-			m.minute = map[bool]int{false: 0, true: 59}[high]
-		}
-		if m.prec < precSecond {
-			m.second = map[bool]int{false: 0, true: 59}[high]
-		}
-		if m.frac == "" {
-			m.frac = map[bool]string{false: "000", true: "999"}[high]
-		}
-		m.prec = precSecond
-		if !m.hasTZ && m.isDateTime {
-			m.hasTZ, m.tzMin = true, map[bool]int{false: 14 * 60, true: -12 * 60}[high]
-		}
-		return m
+	if m.prec < precHour {
+		m.hour = pick(0, 23)
 	}
-	m.prec = precDay
+	if m.prec < precMinute {
+		m.minute = pick(0, 59)
+	}
+	if m.prec < precSecond {
+		m.second = pick(0, 59)
+	}
+	if m.frac == "" {
+		m.frac = map[bool]string{false: "000", true: "999"}[high]
+	}
+	if !m.hasTZ && !m.isTime {
+		m.hasTZ, m.tzMin = true, pick(14*60, -12*60)
+	}
+	m.prec = precSecond
 	return m
+}
+
+// momentBoundaryNode is lowBoundary or highBoundary of a date, date-time or
+// time, at p digits of precision (4 year, 6 month, 8 day, 10 hour, 12
+// minute, 14 second, 17 millisecond; 9 for a time's milliseconds).
+func momentBoundaryNode(m moment, high bool, p int64, hasP bool, k kind) []Node {
+	b := momentBoundary(m, high)
+	if !hasP {
+		switch k {
+		case kDate:
+			p = 8
+		case kTime:
+			p = 9
+		default:
+			p = 17
+		}
+	}
+	if k == kTime {
+		return timeAtDigits(b, p)
+	}
+	switch p {
+	case 4, 6, 8:
+		b.prec, b.hasTZ, b.isDateTime = int(p/2-1), false, false
+		return []Node{{Value: b.format(), Type: sysDate}}
+	case 10, 12, 14:
+		b.prec, b.frac = int(p/2-1), ""
+	case 17:
+	default:
+		return nil
+	}
+	return []Node{{Value: b.format(), Type: sysDateTime}}
+}
+
+// timeAtDigits writes a time boundary at 2, 4, 6 or 9 digits.
+func timeAtDigits(b moment, p int64) []Node {
+	switch p {
+	case 2, 4, 6:
+		b.prec, b.frac = precHour+int(p/2)-1, ""
+	case 9:
+	default:
+		return nil
+	}
+	return []Node{{Value: b.format(), Type: sysTime}}
 }
 
 func fnPrecision(_ *evalCtx, call *callExpr, in []Node) ([]Node, error) {
