@@ -1,8 +1,8 @@
 package fhirpath
 
 import (
-	"errors"
 	"encoding/json"
+	"errors"
 	"strconv"
 	"strings"
 )
