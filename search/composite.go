@@ -10,7 +10,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
-	"fhirstore/search/fhirpath"
+	"fhirstore/fhirschema/fhirpath"
 )
 
 // Component is one part of a composite parameter: a parameter of its own

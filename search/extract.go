@@ -6,7 +6,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
-	"fhirstore/search/fhirpath"
+	"fhirstore/fhirschema/fhirpath"
 )
 
 // Extract evaluates every parameter of resourceType on resource (decoded

@@ -9,7 +9,7 @@ import (
 	"unicode"
 
 	"fhirstore/fhirschema"
-	"fhirstore/search/fhirpath"
+	"fhirstore/fhirschema/fhirpath"
 )
 
 //go:embed search-parameters.json

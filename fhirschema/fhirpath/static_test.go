@@ -4,7 +4,7 @@ import (
 	"slices"
 	"testing"
 
-	"fhirstore/search/fhirpath"
+	"fhirstore/fhirschema/fhirpath"
 )
 
 // elements is a small model: Obs.subject 0..1 Ref, Obs.value[x] 0..1

@@ -34,25 +34,28 @@ var many = shape{}
 
 func shapeOf(ev evaluator, focus shape, element ElementFunc) shape {
 	switch x := ev.(type) {
-	case identExpr:
+	case *identExpr:
 		if isTypeName(x.name) {
 			return narrow(focus, x.name)
 		}
-		return child(focus, x.name, element)
-	case memberExpr:
-		return child(shapeOf(x.recv, focus, element), x.name, element)
-	case indexExpr:
+		return childShape(focus, x.name, element)
+	case *memberExpr:
+		return childShape(shapeOf(x.recv, focus, element), x.name, element)
+	case *indexExpr:
 		s := shapeOf(x.recv, focus, element)
 		s.one = true
 		return s
-	case typeExpr:
+	case *typeOpExpr:
 		if x.isOp {
 			return many
 		}
 		return narrow(shapeOf(x.recv, focus, element), x.typeName)
 	case *callExpr:
 		return callShape(x, focus, element)
-	case unionExpr:
+	case *binaryExpr:
+		if x.op != "|" {
+			return many
+		}
 		l, r := shapeOf(x.left, focus, element), shapeOf(x.right, focus, element)
 		if !l.one || !r.one || l.path != r.path || l.as == "" || r.as == "" || l.as == r.as {
 			return many
@@ -81,8 +84,8 @@ func callShape(x *callExpr, focus shape, element ElementFunc) shape {
 	return many
 }
 
-// child is the shape of element name of every node of s.
-func child(s shape, name string, element ElementFunc) shape {
+// childShape is the shape of element name of every node of s.
+func childShape(s shape, name string, element ElementFunc) shape {
 	if s.types == nil {
 		return many
 	}
