@@ -17,7 +17,7 @@ type host struct{ typ, body, expr string }
 func primitiveHosts(typ string) []host {
 	direct := map[string]host{
 		"boolean":      {"Patient", `{"resourceType":"Patient","active":%s}`, "Patient.active"},
-		"integer":      {"MolecularSequence", `{"resourceType":"MolecularSequence","coordinateSystem":%s}`, "MolecularSequence.coordinateSystem"},
+		"integer":      {"Questionnaire", `{"resourceType":"Questionnaire","status":"draft","item":[{"linkId":"1","type":"string","maxLength":%s}]}`, "Questionnaire.item[0].maxLength"},
 		"unsignedInt":  {"Patient", `{"resourceType":"Patient","photo":[{"size":%s}]}`, "Patient.photo[0].size"},
 		"positiveInt":  {"Patient", `{"resourceType":"Patient","telecom":[{"rank":%s}]}`, "Patient.telecom[0].rank"},
 		"decimal":      {"Location", `{"resourceType":"Location","position":{"longitude":0,"latitude":%s}}`, "Location.position.latitude"},
@@ -28,7 +28,7 @@ func primitiveHosts(typ string) []host {
 		"uri":          {"Patient", `{"resourceType":"Patient","implicitRules":%s}`, "Patient.implicitRules"},
 		"url":          {"Patient", `{"resourceType":"Patient","photo":[{"url":%s}]}`, "Patient.photo[0].url"},
 		"canonical":    {"Patient", `{"resourceType":"Patient","meta":{"profile":[%s]}}`, "Patient.meta.profile[0]"},
-		"base64Binary": {"Patient", `{"resourceType":"Patient","photo":[{"data":%s}]}`, "Patient.photo[0].data"},
+		"base64Binary": {"Patient", `{"resourceType":"Patient","photo":[{"contentType":"image/png","data":%s}]}`, "Patient.photo[0].data"},
 		"date":         {"Patient", `{"resourceType":"Patient","birthDate":%s}`, "Patient.birthDate"},
 		"dateTime":     {"Patient", `{"resourceType":"Patient","name":[{"period":{"start":%s}}]}`, "Patient.name[0].period.start"},
 		"instant":      {"Patient", `{"resourceType":"Patient","meta":{"lastUpdated":%s}}`, "Patient.meta.lastUpdated"},
