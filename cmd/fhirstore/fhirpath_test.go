@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -47,11 +48,27 @@ func TestFHIRPathPrintsTheResultAsOneJSONArray(t *testing.T) {
 			if strings.Count(out, "\n") != 1 || !strings.HasSuffix(out, "\n") {
 				t.Fatalf("stdout is not one line: %q", out)
 			}
-			if got := strings.TrimSpace(out); got != c.want {
-				t.Fatalf("fhirstore fhirpath %q printed %s, want %s", c.args, got, c.want)
+			if !sameJSON(out, c.want) {
+				t.Fatalf("fhirstore fhirpath %q printed %s, want %s", c.args, strings.TrimSpace(out), c.want)
 			}
 		})
 	}
+}
+
+// sameJSON reports whether two JSON texts hold the same value, numbers
+// compared by their text (1.00 is not 1.0) and objects regardless of key
+// order.
+func sameJSON(a, b string) bool {
+	decode := func(s string) (any, error) {
+		dec := json.NewDecoder(strings.NewReader(s))
+		dec.UseNumber()
+		var v any
+		err := dec.Decode(&v)
+		return v, err
+	}
+	va, errA := decode(a)
+	vb, errB := decode(b)
+	return errA == nil && errB == nil && reflect.DeepEqual(va, vb)
 }
 
 // TestFHIRPathQuantityIsAQuantityObject: a quantity prints as a FHIR
