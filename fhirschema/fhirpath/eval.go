@@ -43,7 +43,6 @@ type evalCtx struct {
 	depth    int
 	maxDepth int
 	deadline time.Time
-	now      time.Time
 	// stubs makes resolve() return a stub {resourceType, id} for a
 	// reference it cannot find, so that resolve() is Patient still tests
 	// the reference's target type (search parameter extraction).
@@ -72,12 +71,16 @@ func (e *Expr) run(ctx context.Context, env *Env, focus []Node, stubs bool) ([]N
 	if timeout == 0 {
 		timeout = defaultTimeout
 	}
-	c.now = env.Now
-	if c.now.IsZero() {
-		c.now = time.Now()
-	}
 	c.deadline = time.Now().Add(timeout)
 	return e.root.eval(c, focus)
+}
+
+// now is the evaluation's clock: Env.Now, else the time.
+func (c *evalCtx) now() time.Time {
+	if !c.env.Now.IsZero() {
+		return c.env.Now
+	}
+	return time.Now()
 }
 
 func orInt(v, def int) int {

@@ -11,13 +11,13 @@ import (
 var utilityFunctions = []*function{
 	{name: "trace", minArgs: 1, maxArgs: 2, impl: fnTrace},
 	{name: "now", impl: func(c *evalCtx, _ *callExpr, _ []Node) ([]Node, error) {
-		return []Node{{Value: c.now.Format("2006-01-02T15:04:05.000-07:00"), Type: sysDateTime}}, nil
+		return []Node{{Value: c.now().Format("2006-01-02T15:04:05.000-07:00"), Type: sysDateTime}}, nil
 	}},
 	{name: "today", impl: func(c *evalCtx, _ *callExpr, _ []Node) ([]Node, error) {
-		return []Node{{Value: c.now.Format("2006-01-02"), Type: sysDate}}, nil
+		return []Node{{Value: c.now().Format("2006-01-02"), Type: sysDate}}, nil
 	}},
 	{name: "timeOfDay", impl: func(c *evalCtx, _ *callExpr, _ []Node) ([]Node, error) {
-		return []Node{{Value: c.now.Format("15:04:05.000"), Type: sysTime}}, nil
+		return []Node{{Value: c.now().Format("15:04:05.000"), Type: sysTime}}, nil
 	}},
 	{name: "lowBoundary", maxArgs: 1, impl: fnBoundary(false)},
 	{name: "highBoundary", maxArgs: 1, impl: fnBoundary(true)},
