@@ -83,7 +83,7 @@ type Env struct {
 	Strict bool
 	// Limits bound one evaluation; zero fields take the defaults.
 	MaxSteps int           // default 1,000,000 node visits
-	MaxDepth int           // default 200 nested evaluations
+	MaxDepth int           // default 1,000 nested evaluations
 	Timeout  time.Duration // default 2s
 	// Now fixes now(), today() and timeOfDay(); zero means the clock.
 	Now time.Time

@@ -39,6 +39,6 @@
 //
 // An expression nests at most 300 levels and has at most 100,000 tokens;
 // an evaluation takes at most Env.MaxSteps steps (1,000,000 by default),
-// nests at most Env.MaxDepth levels and runs at most Env.Timeout (2 s);
+// nests at most Env.MaxDepth levels (1,000) and runs at most Env.Timeout (2 s);
 // past any of them it fails with an *Error, never a hang or a crash.
 package fhirpath

@@ -17,7 +17,7 @@ type evaluator interface {
 // Default limits of one evaluation.
 const (
 	defaultMaxSteps = 1_000_000
-	defaultMaxDepth = 200
+	defaultMaxDepth = 1000
 	defaultTimeout  = 2 * time.Second
 )
 
