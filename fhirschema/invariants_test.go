@@ -217,3 +217,4 @@ func TestInvariantsAreBoundedOnLargeResources(t *testing.T) {
 		}
 	}
 }
+
