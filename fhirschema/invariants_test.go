@@ -217,4 +217,3 @@ func TestInvariantsAreBoundedOnLargeResources(t *testing.T) {
 		}
 	}
 }
-
