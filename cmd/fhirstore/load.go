@@ -48,7 +48,8 @@ the resources the batches create. --direct writes into the database of
 Every Bundle entry the server did not store, and every file that failed
 as a whole, is listed after the summary and makes the command fail.
 The server serves the tenant the host of --url names (acme.localhost:8080
-for acme); --tenant is the tenant of the token signed when --token is empty.
+for acme: any *.localhost host is reached on loopback, without DNS);
+--tenant is the tenant of the token signed when --token is empty.
 
 examples:
   fhirstore load --data-dir ./data synthea/output/fhir
@@ -172,7 +173,7 @@ func (l *loader) connectHTTP(cfg *config) error {
 			return err
 		}
 	}
-	l.client = &http.Client{Transport: &http.Transport{Proxy: http.ProxyFromEnvironment, MaxIdleConnsPerHost: l.workers}}
+	l.client = &http.Client{Transport: localTransport(l.workers)}
 	return nil
 }
 

@@ -286,6 +286,18 @@ func TestLoadIntoRunningServer(t *testing.T) {
 		}
 	})
 
+	t.Run("a *.localhost URL reaches the server on loopback and names the tenant", func(t *testing.T) {
+		file := filepath.Join(t.TempDir(), "named.ndjson")
+		writeFile(t, file, ndjsonPatients("lh1"))
+		out, _, err := runLoad(t, "--url", "http://demo.localhost:"+s.port+"/fhir/r4", "--token", tok, file)
+		if err != nil {
+			t.Fatalf("load through demo.localhost: %v\n%s", err, out)
+		}
+		if got := readFamily(t, s, host, tok, "lh1"); got != "Nd-lh1" {
+			t.Fatalf("Patient/lh1: family %q", got)
+		}
+	})
+
 	t.Run("direct refuses the database of a running server", func(t *testing.T) {
 		file := filepath.Join(t.TempDir(), "shared.ndjson")
 		writeFile(t, file, ndjsonPatients("d1", "d2"))
