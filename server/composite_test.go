@@ -45,7 +45,7 @@ func compositeEnv(t *testing.T) *env {
 	}
 	for _, f := range []struct{ path, body string }{
 		{"/MolecularSequence/seq-chr1", `{"resourceType":"MolecularSequence","id":"seq-chr1","coordinateSystem":0,
-			"referenceSeq":{"chromosome":{"coding":[{"system":"http://terminology.hl7.org/CodeSystem/chromosome-human","code":"1"}]},"windowStart":100,"windowEnd":200},
+			"referenceSeq":{"chromosome":{"coding":[{"system":"http://terminology.hl7.org/CodeSystem/chromosome-human","code":"1"}]},"genomeBuild":"GRCh38","windowStart":100,"windowEnd":200},
 			"variant":[{"start":120,"end":121},{"start":180,"end":185}]}`},
 		{"/Group/g-smokers", `{"resourceType":"Group","id":"g-smokers","type":"person","actual":false,
 			"characteristic":[{"code":{"coding":[{"system":"http://loinc.org","code":"72166-2"}]},"valueCodeableConcept":{"coding":[{"system":"http://snomed.info/sct","code":"77176002"}]},"exclude":false},

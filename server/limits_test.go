@@ -36,10 +36,11 @@ func TestWriteOverEngineLimitIs422(t *testing.T) {
 	tests := []struct {
 		name, path, body string
 		status           int
+		at               string
 	}{
-		{"create", "/Provenance", big, http.StatusUnprocessableEntity},
-		{"update", "/Provenance/big", strings.Replace(big, `"Provenance",`, `"Provenance","id":"big",`, 1), http.StatusUnprocessableEntity},
-		{"transaction", "", `{"resourceType":"Bundle","type":"transaction","entry":[` + patient + `,` + entry(big) + `]}`, http.StatusUnprocessableEntity},
+		{"create", "/Provenance", big, http.StatusUnprocessableEntity, "Provenance"},
+		{"update", "/Provenance/big", strings.Replace(big, `"Provenance",`, `"Provenance","id":"big",`, 1), http.StatusUnprocessableEntity, "Provenance"},
+		{"transaction", "", `{"resourceType":"Bundle","type":"transaction","entry":[` + patient + `,` + entry(big) + `]}`, http.StatusUnprocessableEntity, "Bundle.entry[1].resource"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -48,7 +49,7 @@ func TestWriteOverEngineLimitIs422(t *testing.T) {
 				method = http.MethodPut
 			}
 			r := e.do(request{Method: method, Path: tc.path, Body: tc.body})
-			wantOutcome(t, r, tc.status, "Provenance")
+			wantOutcome(t, r, tc.status, tc.at)
 			if !strings.Contains(string(r.Body), "Provenance/") || !strings.Contains(string(r.Body), "at most 2400 bytes") {
 				t.Fatalf("the outcome names neither the resource nor the limit: %s", r.Body)
 			}

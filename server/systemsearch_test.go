@@ -22,7 +22,7 @@ var systemFixtures = []struct{ typ, id, body string }{
 	{"Observation", "so1", `{"resourceType":"Observation","id":"so1","status":"final","code":{"text":"pulse"},
 		"subject":{"reference":"Patient/sp1"},"meta":{"source":"urn:src:ehr"}}`},
 	{"Observation", "so2", `{"resourceType":"Observation","id":"so2","status":"final","code":{"text":"weight"},"subject":{"reference":"Patient/sp2"}}`},
-	{"List", "slist", `{"resourceType":"List","id":"slist","status":"current","mode":"working",
+	{"List", "slist", `{"resourceType":"List","id":"slist","status":"current","mode":"changes",
 		"entry":[{"item":{"reference":"Patient/sp1"}},{"item":{"reference":"Observation/so2"}},{"deleted":true,"item":{"reference":"Organization/sorg"}}]}`},
 }
 

@@ -258,14 +258,14 @@ func TestValidateOperationStoresNothing(t *testing.T) {
 func TestExtensionsAreCheckedAgainstTheTenantsDefinitions(t *testing.T) {
 	const url = "http://example.org/fhir/StructureDefinition/shoe-size"
 	definition := `{"resourceType":"StructureDefinition","url":"` + url + `","name":"ShoeSize","status":"active","kind":"complex-type","abstract":false,
-		"type":"Extension","baseDefinition":"http://hl7.org/fhir/StructureDefinition/Extension","derivation":"constraint",
+		"type":"Extension","baseDefinition":"http://hl7.org/fhir/StructureDefinition/Extension","derivation":"constraint","context":[{"type":"element","expression":"Patient"}],
 		"differential":{"element":[{"id":"Extension.value[x]","path":"Extension.value[x]","type":[{"code":"Quantity"},{"code":"decimal"}]}]}}`
 	withValue := func(value string) string {
 		return `{"resourceType":"Patient","extension":[{"url":"` + url + `",` + value + `}]}`
 	}
 	const raceURL = "http://example.org/fhir/StructureDefinition/race"
 	race := `{"resourceType":"StructureDefinition","url":"` + raceURL + `","name":"Race","status":"active","kind":"complex-type","abstract":false,
-		"type":"Extension","baseDefinition":"http://hl7.org/fhir/StructureDefinition/Extension","derivation":"constraint",
+		"type":"Extension","baseDefinition":"http://hl7.org/fhir/StructureDefinition/Extension","derivation":"constraint","context":[{"type":"element","expression":"Patient"}],
 		"differential":{"element":[
 			{"id":"Extension.extension:category","path":"Extension.extension","sliceName":"category"},
 			{"id":"Extension.extension:category.url","path":"Extension.extension.url","fixedUri":"category"},
