@@ -52,7 +52,7 @@ type suiteOutput struct {
 // loadSuite reads every <test> of the suite, at any depth, in document
 // order. A name the suite uses twice gets #2 (#3, …) on its later tests so
 // that each test has a name of its own.
-func loadSuite(t *testing.T) []suiteTest {
+func loadSuite(t testing.TB) []suiteTest {
 	t.Helper()
 	raw, err := os.ReadFile(filepath.Join(suiteDir, "tests-fhir-r4.xml"))
 	if err != nil {
@@ -106,7 +106,7 @@ func loadResource(path string) (map[string]any, error) {
 }
 
 // loadInputs reads every input file the tests name.
-func loadInputs(t *testing.T, tests []suiteTest) map[string]map[string]any {
+func loadInputs(t testing.TB, tests []suiteTest) map[string]map[string]any {
 	t.Helper()
 	inputs := map[string]map[string]any{}
 	for _, tc := range tests {
