@@ -65,7 +65,7 @@ func (r *Registry) addComposite(d definition, byURL map[string]definition, compi
 			continue
 		}
 		r.register(base, &Param{Code: d.Code, Type: d.Type, Base: d.Base, Expression: d.Expression,
-			Description: d.Description, Components: comps, expr: expr, single: strings.TrimSpace(src) == base,
+			Description: d.Description, URL: d.URL, Tenant: d.tenant, Components: comps, expr: expr, single: strings.TrimSpace(src) == base,
 			pointKey: len(comps) == 2 && comps[0].Type == "token" && (comps[1].Type == "quantity" || comps[1].Type == "number")})
 	}
 }

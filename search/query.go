@@ -3,6 +3,7 @@ package search
 import (
 	"fmt"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -72,6 +73,9 @@ type Query struct {
 	Chains []*Chain
 	// Includes and Revincludes add referenced and referring resources.
 	Includes, Revincludes []*Include
+	// Uses are the tenant's own parameters the search reads, chains and
+	// _has included (set by a tenant's registry, see Registry.With).
+	Uses []ParamUse
 }
 
 // Chain is one chained parameter: the reference parameter Param must point
@@ -137,6 +141,23 @@ var unsupportedParams = map[string]string{
 // Parse turns query parameters into a Query for resourceType. Repeated
 // parameters are ANDed, comma-separated values ORed.
 func (r *Registry) Parse(resourceType string, params url.Values, opts ParseOptions) (*Query, error) {
+	if r.builtin == nil || r.uses != nil {
+		return r.parse(resourceType, params, opts)
+	}
+	// A tenant's registry notes the tenant's parameters it looks up while
+	// parsing, in sub-queries too, on a copy of its own.
+	var uses []ParamUse
+	rr := *r
+	rr.uses = &uses
+	q, err := rr.parse(resourceType, params, opts)
+	if q != nil && len(uses) > 0 {
+		slices.SortFunc(uses, func(a, b ParamUse) int { return strings.Compare(a.Type+" "+a.Code, b.Type+" "+b.Code) })
+		q.Uses = slices.Compact(uses)
+	}
+	return q, err
+}
+
+func (r *Registry) parse(resourceType string, params url.Values, opts ParseOptions) (*Query, error) {
 	q := &Query{Type: resourceType, Count: DefaultCount}
 	if err := checkUTF8(params); err != nil {
 		return nil, err

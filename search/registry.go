@@ -27,6 +27,12 @@ type Param struct {
 	Base, Target, Modifier, Comparator []string
 	Expression                         string // the official one
 	Description                        string
+	// URL is the canonical URL of the SearchParameter that defines it;
+	// empty for the service's own parameters (custom-parameters.json).
+	URL string
+	// Tenant marks a parameter of the tenant's own SearchParameters (see
+	// Registry.With): its values may still be re-indexed.
+	Tenant bool
 
 	// Components are the parts of a composite parameter, in the order its
 	// values name them.
@@ -76,12 +82,22 @@ type Skip struct {
 	Reason     string
 }
 
-// Registry holds the search parameters of every resource type.
+// Registry holds the search parameters of every resource type: the
+// built-in ones (NewRegistry), or those and a tenant's own (With).
 type Registry struct {
 	byType  map[string]map[string]*Param
 	sorted  map[string][]*Param
 	types   map[string]bool
 	skipped []Skip
+	// defs are the definitions by canonical URL, which composites name
+	// their components by.
+	defs map[string]definition
+	// builtin is the registry of the built-in parameters a tenant's
+	// registry extends; nil in that registry itself.
+	builtin *Registry
+	// uses, set while a tenant's registry parses a query, collects the
+	// tenant's parameters the query reads (Query.Uses).
+	uses *[]ParamUse
 }
 
 // resourceLevel are the parameters of base Resource that Extract computes
@@ -104,6 +120,9 @@ type definition struct {
 		Definition string `json:"definition"`
 		Expression string `json:"expression"`
 	} `json:"component"`
+	Status string `json:"status"`
+	// tenant marks a definition of the tenant's own (Registry.With).
+	tenant bool
 }
 
 // NewRegistry parses the embedded R4 definitions and compiles their
@@ -122,18 +141,19 @@ func NewRegistry(resourceTypes []string) (*Registry, error) {
 		return nil, fmt.Errorf("custom search parameters: %w", err)
 	}
 	bundle.Entry = append(bundle.Entry, custom.Entry...)
-	r := &Registry{byType: map[string]map[string]*Param{}, sorted: map[string][]*Param{}, types: map[string]bool{}}
+	r := &Registry{byType: map[string]map[string]*Param{}, sorted: map[string][]*Param{}, types: map[string]bool{}, defs: map[string]definition{}}
 	for _, t := range resourceTypes {
 		r.types[t] = true
 	}
 	compiled := map[string]*fhirpath.Expr{}
-	byURL := map[string]definition{}
 	for _, e := range bundle.Entry {
-		byURL[e.Resource.URL] = e.Resource
+		if e.Resource.URL != "" {
+			r.defs[e.Resource.URL] = e.Resource
+		}
 	}
 	for _, e := range bundle.Entry {
 		if e.Resource.Type == "composite" {
-			r.addComposite(e.Resource, byURL, compiled)
+			r.addComposite(e.Resource, r.defs, compiled)
 			continue
 		}
 		if err := r.add(e.Resource, compiled); err != nil {
@@ -151,15 +171,20 @@ func NewRegistry(resourceTypes []string) (*Registry, error) {
 		}
 	}
 	r.linkCombos()
-	for t, params := range r.byType {
-		list := make([]*Param, 0, len(params))
-		for _, p := range params {
-			list = append(list, p)
-		}
-		sort.Slice(list, func(i, j int) bool { return list[i].Code < list[j].Code })
-		r.sorted[t] = list
+	for t := range r.byType {
+		r.sortType(t)
 	}
 	return r, nil
+}
+
+// sortType lists the parameters of t by code (Params).
+func (r *Registry) sortType(t string) {
+	list := make([]*Param, 0, len(r.byType[t]))
+	for _, p := range r.byType[t] {
+		list = append(list, p)
+	}
+	sort.Slice(list, func(i, j int) bool { return list[i].Code < list[j].Code })
+	r.sorted[t] = list
 }
 
 func (r *Registry) add(d definition, compiled map[string]*fhirpath.Expr) error {
@@ -176,7 +201,7 @@ func (r *Registry) add(d definition, compiled map[string]*fhirpath.Expr) error {
 		return nil
 	}
 	p := Param{Code: d.Code, Type: d.Type, Base: d.Base, Target: d.Target, Modifier: d.Modifier,
-		Comparator: d.Comparator, Expression: d.Expression, Description: d.Description}
+		Comparator: d.Comparator, Expression: d.Expression, Description: d.Description, URL: d.URL, Tenant: d.tenant}
 	if len(d.Base) == 1 && (d.Base[0] == "Resource" || d.Base[0] == "DomainResource") {
 		if !resourceLevel[d.Code] {
 			return fmt.Errorf("search parameter %s: Resource-level parameter without extraction", d.Code)
@@ -263,6 +288,9 @@ func (r *Registry) register(t string, p *Param) {
 // Lookup returns the parameter code of resourceType.
 func (r *Registry) Lookup(resourceType, code string) (*Param, bool) {
 	p, ok := r.byType[resourceType][code]
+	if ok && p.Tenant && r.uses != nil {
+		*r.uses = append(*r.uses, ParamUse{Type: resourceType, Code: code})
+	}
 	return p, ok
 }
 

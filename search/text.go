@@ -16,7 +16,7 @@ var textParams = map[string]bool{"_text": true, "_content": true}
 
 // addText registers a full-text parameter on every resource type.
 func (r *Registry) addText(d definition) {
-	p := &Param{Code: d.Code, Type: "special", Base: d.Base, Description: d.Description}
+	p := &Param{Code: d.Code, Type: "special", Base: d.Base, Description: d.Description, URL: d.URL}
 	for t := range r.types {
 		r.register(t, p)
 	}
