@@ -188,3 +188,62 @@ func BenchmarkInvariantsObservation(b *testing.B) {
 		})
 	}
 }
+
+// TestCorrectedInvariantsAndTheExamples shows why the table corrects R4's
+// expression of ref-1 and que-7: R4's own examples break the expressions
+// as R4 writes them, and keep the rules the corrected ones state.
+func TestCorrectedInvariantsAndTheExamples(t *testing.T) {
+	cases := []struct {
+		key, r4, example, at string
+	}{
+		{"ref-1", "reference.startsWith('#').not() or (reference.substring(1).trace('url') in %rootResource.contained.id.trace('ids'))",
+			"Patient-example.json", "Patient.identifier[0].assigner"},
+		{"que-7", "operator = 'exists' implies (answer is Boolean)",
+			"Questionnaire-bb.json", "Questionnaire.item[0].item[1].item[2].item[0].enableWhen[0]"},
+	}
+	v := mustInternalValidator(t)
+	for _, c := range cases {
+		body, err := os.ReadFile(filepath.Join("../testdata/fhir/examples", c.example))
+		if err != nil {
+			t.Fatal(err)
+		}
+		typ, _, _ := strings.Cut(c.example, "-")
+		if r := v.Validate(typ, body, Options{}); !r.Valid() {
+			t.Fatalf("%s: %+v", c.example, r.Issues)
+		}
+		literal := *v
+		table, err := newInvariantTable(v.elements)
+		if err != nil {
+			t.Fatal(err)
+		}
+		replaced := 0
+		for _, byName := range table.elements {
+			for _, invs := range byName {
+				for _, inv := range invs {
+					if inv.key == c.key {
+						inv.expr, replaced = fhirpath.MustCompile(c.r4), replaced+1
+					}
+				}
+			}
+		}
+		for _, invs := range table.types {
+			for _, inv := range invs {
+				if inv.key == c.key {
+					inv.expr, replaced = fhirpath.MustCompile(c.r4), replaced+1
+				}
+			}
+		}
+		if replaced == 0 {
+			t.Fatalf("%s is not in the table", c.key)
+		}
+		literal.invariants = table
+		r := literal.Validate(typ, body, Options{})
+		found := false
+		for _, is := range r.Issues {
+			found = found || is.Key == c.key && is.Expression == c.at && is.Severity == "error"
+		}
+		if !found {
+			t.Errorf("%s as R4 writes it: want %s at %s in %s, got %+v", c.key, c.key, c.at, c.example, r.Issues)
+		}
+	}
+}
