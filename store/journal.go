@@ -222,6 +222,7 @@ func (s *Store) putCurrentRows(ctx context.Context, tenant string, versions []*v
 		}
 		err := s.tenantDB(tenant).Collection(typ).InsertMany(ctx, docs)
 		s.changed(tenant, typ)
+		s.conformanceChanged(ctx, tenant, typ)
 		if err == nil {
 			continue
 		}

@@ -8,6 +8,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"fhirstore/search"
 	"fhirstore/store/document"
 )
 
@@ -20,11 +21,13 @@ type prepared struct {
 	doc      bson.D
 	numText  []document.NumText
 	warnings []Issue
+	// reg is the tenant's search registry the version is indexed with.
+	reg *search.Registry
 }
 
 // prepare parses body and checks what every write needs: a JSON object of
 // type typ whose id (for updates) matches the URL, passing the validator.
-func (s *Store) prepare(ctx context.Context, tenant, typ, id string, body []byte, lenient, check bool) (*prepared, error) {
+func (s *Store) prepare(ctx context.Context, tenant, typ, id string, body []byte, opts WriteOptions, check bool) (*prepared, error) {
 	dec, err := document.FromJSON(body, s.opts.MaxDepth)
 	if err != nil {
 		var se *document.SyntaxError
@@ -61,11 +64,15 @@ func (s *Store) prepare(ctx context.Context, tenant, typ, id string, body []byte
 			}
 			return out, err
 		}
-		warnings, err := s.opts.Validate(ctx, Validation{Tenant: tenant, Type: typ, Body: body, Lenient: lenient, Check: check, Find: find})
+		warnings, err := s.opts.Validate(ctx, Validation{Tenant: tenant, Type: typ, Body: body, Lenient: opts.Lenient, Check: check, Find: find,
+			Profiles: opts.Profiles, Definitions: s.Definitions(tenant)})
 		if err != nil {
 			return nil, err
 		}
 		p.warnings = warnings
+	}
+	if err := s.prepareSearch(ctx, tenant, p, body); err != nil {
+		return nil, err
 	}
 	return p, nil
 }
@@ -81,7 +88,7 @@ func (s *Store) Check(ctx context.Context, tenant, typ, id string, body []byte, 
 			return nil, err
 		}
 	}
-	p, err := s.prepare(ctx, tenant, typ, id, body, opts.Lenient, true)
+	p, err := s.prepare(ctx, tenant, typ, id, body, opts, true)
 	if err != nil {
 		return nil, err
 	}

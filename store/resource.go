@@ -48,6 +48,9 @@ type WriteOptions struct {
 	// Guard, when set, approves every version before it is written; its
 	// error aborts the write (the whole transaction, in a transaction).
 	Guard Guard
+	// Profiles are checked besides those the resource claims in
+	// meta.profile ($validate's profile parameter).
+	Profiles []string
 }
 
 // Guard approves a change of a resource: current is the version it
@@ -109,7 +112,7 @@ func (s *Store) Create(ctx context.Context, tenant, typ string, body []byte, opt
 	if err := s.checkType(typ); err != nil {
 		return nil, err
 	}
-	in, err := s.prepare(ctx, tenant, typ, "", body, opts.Lenient, false)
+	in, err := s.prepare(ctx, tenant, typ, "", body, opts, false)
 	if err != nil {
 		return nil, err
 	}
@@ -130,7 +133,7 @@ func (s *Store) Update(ctx context.Context, tenant, typ, id string, body []byte,
 	if err := ValidateID(id); err != nil {
 		return nil, false, err
 	}
-	in, err := s.prepare(ctx, tenant, typ, id, body, opts.Lenient, false)
+	in, err := s.prepare(ctx, tenant, typ, id, body, opts, false)
 	if err != nil {
 		return nil, false, err
 	}
@@ -315,7 +318,7 @@ func (s *Store) buildVersion(in *prepared, id string, cur *storedDoc, method str
 	}
 	if !v.doc.Deleted {
 		var err error
-		if v.doc.Idx, v.doc.Sort, err = s.indexParsed(in.typ, doc, in.numText, out); err != nil {
+		if v.doc.Idx, v.doc.Sort, err = s.indexParsed(in.reg, in.typ, doc, in.numText, out); err != nil {
 			return nil, err
 		}
 	}
@@ -378,6 +381,7 @@ func (s *Store) writeOne(ctx context.Context, tenant string, v *version, exists 
 // putCurrent makes doc the current row unless a newer version got there first.
 func (s *Store) putCurrent(ctx context.Context, tenant, typ string, doc *storedDoc, exists bool) error {
 	defer s.changed(tenant, typ)
+	defer s.conformanceChanged(ctx, tenant, typ)
 	coll := s.tenantDB(tenant).Collection(typ)
 	if !exists {
 		err := coll.InsertOne(ctx, doc)
@@ -411,7 +415,7 @@ func (s *Store) repair(ctx context.Context, tenant, typ, id string) {
 	}
 	doc := storedDoc{ID: id, VID: h.VID, LastUpdated: h.LastUpdated, Deleted: h.Method == "DELETE", Method: h.Method, Resource: h.Resource, NumText: h.NumText}
 	if res, err := h.toResource(); err == nil && !doc.Deleted {
-		doc.Idx, doc.Sort, _ = s.index(typ, res.JSON)
+		doc.Idx, doc.Sort, _ = s.indexWith(s.indexRegistry(ctx, tenant), typ, res.JSON)
 	}
 	if err := s.putCurrent(ctx, tenant, typ, &doc, cur != nil); err != nil {
 		s.log.Warn("repair current row", zap.String("tenant", tenant), zap.String("type", typ), zap.String("id", id), zap.Error(err))

@@ -87,6 +87,11 @@ type Validation struct {
 	// search condition (at most two), such as the StructureDefinition of an
 	// extension: "url=http://example.org/ext".
 	Find func(ctx context.Context, typ, condition string) ([][]byte, error)
+	// Profiles are checked besides those the resource claims.
+	Profiles []string
+	// Definitions are the tenant's conformance resources, for the profiles
+	// the resource claims; the zero value knows none.
+	Definitions Definitions
 }
 
 // IsResourceType reports whether a type name may be stored.
@@ -173,6 +178,9 @@ type Store struct {
 	// batches are Snapshot's row batches, kept with their buffers grown
 	// from one snapshot to the next.
 	batches sync.Pool
+	// definitions caches each tenant's conformance look-ups by generation
+	// (conformance.go).
+	definitions sync.Map
 }
 
 // Open returns a store on eng, which it owns from then on (Close closes

@@ -334,7 +334,7 @@ func (t *txn) prepareOne(ctx context.Context, o *txnOp) error {
 	case o.Condition != "" && peekID(o.Body) == "":
 		checkID = "" // a conditional update may leave the id out
 	}
-	p, err := t.s.prepare(ctx, t.tenant, o.Type, checkID, body, o.Options.Lenient, false)
+	p, err := t.s.prepare(ctx, t.tenant, o.Type, checkID, body, o.Options, false)
 	if err != nil {
 		return err
 	}
