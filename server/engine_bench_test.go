@@ -9,6 +9,10 @@ package server_test
 //
 //	FHIRSTORE_BENCH_SIZES=3000,10000,100000 go test ./server -run '^$' -bench EngineTargets -benchtime 1x -timeout 60m
 //
+// FHIRSTORE_BENCH_INVARIANTS lists, comma-separated, whether each run checks
+// the core invariants on write ("on", the product's way, or "off"): "on,off,on,off"
+// measures the cost of the invariants alternately in one sitting.
+//
 // Figures and their reading: docs/performance.md, section "Engine".
 
 import (
@@ -28,10 +32,12 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/event"
 
+	"fhirstore/fhirschema"
 	"fhirstore/server"
 	"fhirstore/store"
 	"fhirstore/store/engine"
 	"fhirstore/store/engine/sqlite"
+	"fhirstore/store/schemacheck"
 )
 
 // benchSizes are the tenant sizes of BenchmarkEngineTargets.
@@ -49,6 +55,31 @@ func benchSizes(b *testing.B) []int {
 		out = append(out, n)
 	}
 	return out
+}
+
+// benchInvariants lists the runs of each size, FHIRSTORE_BENCH_INVARIANTS:
+// "on" checks the core invariants on write, "off" the structure only.
+func benchInvariants(b *testing.B) []string {
+	v := os.Getenv("FHIRSTORE_BENCH_INVARIANTS")
+	if v == "" {
+		return []string{"on"}
+	}
+	out := strings.Split(v, ",")
+	for _, m := range out {
+		if m != "on" && m != "off" {
+			b.Fatalf("FHIRSTORE_BENCH_INVARIANTS=%q: want on or off, comma-separated", v)
+		}
+	}
+	return out
+}
+
+// withoutInvariants makes a store validate the structure only.
+func withoutInvariants(b *testing.B) func(*server.Config, *store.Options) {
+	v, err := fhirschema.NewValidator()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return func(_ *server.Config, o *store.Options) { o.Validate = schemacheck.Validator(v.WithoutInvariants()) }
 }
 
 // benchClients is how many clients post the ingest's Bundles at once:
@@ -180,34 +211,49 @@ func BenchmarkEngineTargets(b *testing.B) {
 	if !ok {
 		b.Skip("the engine benchmark compares with raw SQL: run it on the embedded engine")
 	}
+	modes := benchInvariants(b)
 	for _, n := range benchSizes(b) {
-		b.Run(fmt.Sprintf("resources=%d", n), func(b *testing.B) {
-			log := &commandLog{}
-			e := newEnv(b, func(_ *server.Config, o *store.Options) { o.Monitor = log.monitor() })
-			loaded := loadSynthea(b, e, n)
-			targets := pickTargets(b, e)
-			b.Logf("%d resources loaded", loaded)
-			for _, tg := range targets {
-				var firstT time.Duration
-				cmds := log.capture(func() {
-					start := time.Now()
-					checkOK(b, e, tg.path)
-					firstT = time.Since(start)
-				})
-				httpT := median(31, func() { checkOK(b, e, tg.path) })
-				rawT := median(31, func() {
-					for _, c := range cmds {
-						if err := raw.run(context.Background(), c); err != nil {
-							b.Fatalf("%s: raw %s: %v", tg.name, c.body, err)
-						}
-					}
-				})
-				b.ReportMetric(float64(httpT.Microseconds())/1000, tg.name+"-http-ms")
-				b.ReportMetric(float64(rawT.Microseconds())/1000, tg.name+"-raw-ms")
-				b.ReportMetric(float64(firstT.Microseconds())/1000, tg.name+"-first-ms")
-				b.Logf("%-22s http %8.2f ms (first %6.2f ms)   raw SQL %8.3f ms (%d statements)   %s", tg.name, ms(httpT), ms(firstT), ms(rawT), len(cmds), tg.path)
+		for _, mode := range modes {
+			name := fmt.Sprintf("resources=%d", n)
+			if len(modes) > 1 || mode != "on" {
+				name += "/invariants=" + mode
+			}
+			b.Run(name, func(b *testing.B) { engineTargets(b, raw, n, mode) })
+		}
+	}
+}
+
+// engineTargets loads n resources, with the core invariants checked or not
+// (mode on or off), and times each read.
+func engineTargets(b *testing.B, raw rawSQL, n int, mode string) {
+	log := &commandLog{}
+	mutate := []func(*server.Config, *store.Options){func(_ *server.Config, o *store.Options) { o.Monitor = log.monitor() }}
+	if mode == "off" {
+		mutate = append(mutate, withoutInvariants(b))
+	}
+	e := newEnv(b, mutate...)
+	loaded := loadSynthea(b, e, n)
+	targets := pickTargets(b, e)
+	b.Logf("%d resources loaded", loaded)
+	for _, tg := range targets {
+		var firstT time.Duration
+		cmds := log.capture(func() {
+			start := time.Now()
+			checkOK(b, e, tg.path)
+			firstT = time.Since(start)
+		})
+		httpT := median(31, func() { checkOK(b, e, tg.path) })
+		rawT := median(31, func() {
+			for _, c := range cmds {
+				if err := raw.run(context.Background(), c); err != nil {
+					b.Fatalf("%s: raw %s: %v", tg.name, c.body, err)
+				}
 			}
 		})
+		b.ReportMetric(float64(httpT.Microseconds())/1000, tg.name+"-http-ms")
+		b.ReportMetric(float64(rawT.Microseconds())/1000, tg.name+"-raw-ms")
+		b.ReportMetric(float64(firstT.Microseconds())/1000, tg.name+"-first-ms")
+		b.Logf("%-22s http %8.2f ms (first %6.2f ms)   raw SQL %8.3f ms (%d statements)   %s", tg.name, ms(httpT), ms(firstT), ms(rawT), len(cmds), tg.path)
 	}
 }
 
