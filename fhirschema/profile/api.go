@@ -2,12 +2,55 @@
 // (cardinality, types, fixed and pattern values, slicing, extensions,
 // bindings and invariants) and generates snapshots from differentials. It
 // reads conformance resources through Definitions: the R4 core ones built
-// into the binary (Core) merged with a tenant's own.
+// into the binary (Core) merged with a tenant's own (Merge), or a set held
+// in memory (NewMemory).
+//
+// # Validating
+//
+// Validator.Validate checks one resource against one profile and returns
+// issues, each with a FHIRPath expression at the exact element
+// (Patient.identifier, Patient.name[0], Observation.component) and the
+// profile's URL and the rule or constraint key in its text; invariant
+// issues carry the key and the profile in Issue.Key and Issue.Source. It
+// checks cardinality at every level, types and choice types, reference
+// targets (by the reference's type, and a target contained or in the same
+// Bundle by the profile it claims or conforms to), fixed[x] and
+// pattern[x], maxLength, minValue and maxValue, slicing (value, pattern,
+// type, profile and exists discriminators; open, closed and openAtEnd
+// rules; ordered slices; each slice's cardinality), extensions by their
+// definitions (context, cardinality, value types; an unknown modifier
+// extension is an error, another unknown extension a warning), bindings
+// (a code outside a required value set is an error, outside an extensible
+// or preferred one a warning, and a value set that cannot be expanded from
+// the definitions a warning saying so) and the invariants the profile adds
+// beyond the core ones, which the base validator checks. mustSupport is not
+// enforced. Contained resources are checked against the profiles they
+// claim. Nesting is bounded: a profile that refers to itself, or slicing
+// that recurses, stops at 64 levels with a warning.
+//
+// WithBundle names the Bundle a resource is an entry of, so that its
+// references resolve among the entries.
+//
+// # Caching
+//
+// A Validator compiles each profile and expands each value set once per
+// Definitions value and generation: Definitions values that compare equal
+// (the same pointer, or Merge of the same values) share them, and a new
+// generation discards them.
+//
+// # Snapshots
+//
+// GenerateSnapshot builds a StructureDefinition's snapshot from its
+// differential and its base's snapshot; a profile that has only a
+// differential gets one when it is first used. A differential that cannot
+// be applied is a *DifferentialError naming the element.
 package profile
 
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
 
 	"fhirstore/fhirschema"
 )
@@ -27,18 +70,62 @@ type Definitions interface {
 // Validator checks resources against profiles, caching compiled profiles
 // and value set expansions per Definitions generation. Safe for
 // concurrent use.
-type Validator struct{}
+type Validator struct {
+	mu     sync.Mutex
+	scopes map[any]*scope
+}
 
 // NewValidator returns a validator.
 func NewValidator() *Validator { return &Validator{} }
 
+// Option tunes one validation.
+type Option func(*options)
+
+type options struct {
+	bundle map[string]any
+}
+
+// WithBundle tells that the resource is an entry of bundle: references
+// resolve among its entries, whose claimed profiles then count for
+// targetProfile.
+func WithBundle(bundle map[string]any) Option {
+	return func(o *options) { o.bundle = bundle }
+}
+
 // Validate checks resource against the profile at profileURL as defs know
-// it. An unknown profile yields ErrUnknownProfile. Issues carry a FHIRPath
-// expression at the exact element and the profile URL and rule or
-// constraint key in their text.
-func (v *Validator) Validate(ctx context.Context, defs Definitions, resource map[string]any, profileURL string) ([]fhirschema.Issue, error) {
-	return nil, errors.New("profile validation: not implemented")
+// it. An unknown profile yields ErrUnknownProfile, a profile that cannot
+// be used ErrInvalidProfile. Issues carry a FHIRPath expression at the
+// exact element and the profile URL and rule or constraint key in their
+// text.
+func (v *Validator) Validate(ctx context.Context, defs Definitions, resource map[string]any, profileURL string, opts ...Option) ([]fhirschema.Issue, error) {
+	sc, err := v.scope(ctx, defs)
+	if err != nil {
+		return nil, err
+	}
+	p, err := sc.profile(ctx, profileURL)
+	if err != nil {
+		if ctx.Err() != nil {
+			sc.forget(profileURL)
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("%w %s: %w", ErrInvalidProfile, profileURL, err)
+	}
+	if p == nil {
+		return nil, fmt.Errorf("%w: %s", ErrUnknownProfile, profileURL)
+	}
+	w := &walker{ctx: ctx, v: v, sc: sc}
+	for _, o := range opts {
+		o(&w.opts)
+	}
+	w.root = w.opts.bundle
+	typ, _ := resource["resourceType"].(string)
+	w.validateResource(p, resource, typ)
+	return w.issues, nil
 }
 
 // ErrUnknownProfile reports a profile the definitions do not hold.
 var ErrUnknownProfile = errors.New("unknown profile")
+
+// ErrInvalidProfile reports a profile that cannot be used: a malformed
+// StructureDefinition, or a differential that cannot be applied.
+var ErrInvalidProfile = errors.New("invalid profile")

@@ -1,0 +1,170 @@
+package profile
+
+import (
+	"slices"
+	"strings"
+
+	"fhirstore/fhirschema"
+)
+
+// checkReference checks a Reference against the element's target
+// profiles: the type it points to must be one they constrain, and a
+// target at hand (contained, or an entry of the same Bundle) must claim
+// or conform to one of them.
+func (w *walker) checkReference(p *compiled, el *element, n node) {
+	var targets []string
+	for _, t := range el.types {
+		if t.code == "Reference" {
+			targets = append(targets, t.targets...)
+		}
+	}
+	if len(targets) == 0 || slices.Contains(targets, coreBase+"Resource") {
+		return
+	}
+	m, _ := n.value.(map[string]any)
+	target, typ := w.target(m)
+	if typ == "" {
+		return
+	}
+	var allowed []string
+	var ofType []*compiled
+	for _, url := range targets {
+		tp := w.targetProfile(url)
+		if tp == nil {
+			return // a target profile is not known: the type cannot be decided
+		}
+		if !slices.Contains(allowed, tp.typ) {
+			allowed = append(allowed, tp.typ)
+		}
+		if tp.typ == typ {
+			ofType = append(ofType, tp)
+		}
+	}
+	if len(ofType) == 0 {
+		w.errorf(p, "structure", n.loc, "%s: the reference points to a %s, but only %s may be referenced (targetProfile %s)",
+			elementID(el), typ, strings.Join(allowed, ", "), strings.Join(targets, ", "))
+		return
+	}
+	if target != nil {
+		w.checkTarget(p, el, n, target, ofType)
+	}
+}
+
+// targetProfile is the compiled profile a targetProfile names; a core
+// resource type's definition is known without compiling it.
+func (w *walker) targetProfile(url string) *compiled {
+	if name, ok := strings.CutPrefix(url, coreBase); ok && isResourceName(name) && !strings.Contains(name, "/") {
+		if w.baseDefinition(name) != nil {
+			return &compiled{url: url, typ: name, kind: "resource"}
+		}
+	}
+	tp, err := w.sc.profile(w.ctx, url)
+	if err != nil {
+		return nil
+	}
+	return tp
+}
+
+// checkTarget checks a referenced resource at hand against the target
+// profiles of its type: claiming one of them is enough; otherwise it must
+// conform to one.
+func (w *walker) checkTarget(p *compiled, el *element, n node, target map[string]any, ofType []*compiled) {
+	claimed := claimedProfiles(target)
+	var urls []string
+	for _, tp := range ofType {
+		if tp.root == nil || slices.Contains(claimed, tp.url) {
+			return
+		}
+		urls = append(urls, tp.url)
+	}
+	var first []fhirschema.Issue
+	for i, tp := range ofType {
+		found := w.trial(func() { w.validateResource(tp, target, n.loc+".resolve()") })
+		if !hasError(found) {
+			return
+		}
+		if i == 0 {
+			first = found
+		}
+	}
+	w.errorf(p, "structure", n.loc, "%s: the referenced %s conforms to none of %s", elementID(el), target["resourceType"], strings.Join(urls, ", "))
+	w.issues = append(w.issues, first...)
+}
+
+// target finds what a Reference points to: the resource itself when it is
+// contained or an entry of the Bundle at hand, and its type.
+func (w *walker) target(ref map[string]any) (map[string]any, string) {
+	s, _ := ref["reference"].(string)
+	typ, _ := ref["type"].(string)
+	if r := w.resolve(s); r != nil {
+		rt, _ := r["resourceType"].(string)
+		return r, rt
+	}
+	if t := referenceType(s); t != "" {
+		return nil, t
+	}
+	return nil, typ
+}
+
+// resolve finds a reference among the contained resources and the Bundle's
+// entries.
+func (w *walker) resolve(ref string) map[string]any {
+	if ref == "" {
+		return nil
+	}
+	if id, ok := strings.CutPrefix(ref, "#"); ok {
+		for _, r := range []map[string]any{w.resource, w.root} {
+			for _, c := range objects(r["contained"]) {
+				if c["id"] == id {
+					return c
+				}
+			}
+		}
+		return nil
+	}
+	for _, b := range []map[string]any{w.root, w.opts.bundle} {
+		if b["resourceType"] != "Bundle" {
+			continue
+		}
+		if r := bundleEntry(b, ref); r != nil {
+			return r
+		}
+	}
+	return nil
+}
+
+// bundleEntry finds ref among a Bundle's entries by fullUrl or type/id.
+func bundleEntry(b map[string]any, ref string) map[string]any {
+	for _, e := range objects(b["entry"]) {
+		r, _ := e["resource"].(map[string]any)
+		if r == nil {
+			continue
+		}
+		full, _ := e["fullUrl"].(string)
+		rt, _ := r["resourceType"].(string)
+		id, _ := r["id"].(string)
+		if full == ref || id != "" && (ref == rt+"/"+id || strings.HasSuffix(full, "/"+ref) || strings.HasSuffix(ref, "/"+rt+"/"+id)) {
+			return r
+		}
+	}
+	return nil
+}
+
+// referenceType reads the resource type from a relative or absolute
+// reference (Patient/1, http://x/fhir/Patient/1/_history/2).
+func referenceType(ref string) string {
+	if typ, _, ok := strings.Cut(ref, "?"); ok && !strings.Contains(typ, "/") && isResourceName(typ) {
+		return typ // a conditional reference: Patient?identifier=…
+	}
+	if i := strings.IndexAny(ref, "?#"); i >= 0 {
+		ref = ref[:i]
+	}
+	segs := strings.Split(ref, "/")
+	if k := len(segs); k >= 4 && segs[k-2] == "_history" {
+		segs = segs[:k-2]
+	}
+	if k := len(segs); k >= 2 && isResourceName(segs[k-2]) && segs[k-1] != "" {
+		return segs[k-2]
+	}
+	return ""
+}
