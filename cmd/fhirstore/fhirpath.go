@@ -100,6 +100,7 @@ func readResourceFile(path string) (map[string]any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--resource: %w", err)
 	}
+	raw = bytes.TrimPrefix(raw, []byte("\xef\xbb\xbf")) // a byte order mark some editors write
 	if t := bytes.TrimSpace(raw); len(t) > 0 && t[0] == '<' {
 		if raw, err = fhirxml.ToJSON(raw); err != nil {
 			return nil, fmt.Errorf("--resource %s is not a FHIR XML resource: %w", path, err)

@@ -41,6 +41,7 @@ func TestFHIRPathPrintsTheResultAsOneJSONArray(t *testing.T) {
 		{"the flag after the expression", []string{"Patient.gender", "--resource", examplePatient}, `["male"]`},
 		{"everything after -- is the expression", []string{"--resource=" + examplePatient, "--", "-Patient.name.count()"}, `[-3]`},
 		{"%resource is the resource", []string{"--resource", examplePatient, "%resource.id"}, `["example"]`},
+		{"a file with a byte order mark", []string{"--resource", withBOM(t, examplePatient), "Patient.id"}, `["example"]`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -53,6 +54,20 @@ func TestFHIRPathPrintsTheResultAsOneJSONArray(t *testing.T) {
 			}
 		})
 	}
+}
+
+// withBOM copies a file with a UTF-8 byte order mark before its content.
+func withBOM(t *testing.T, path string) string {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), filepath.Base(path))
+	if err := os.WriteFile(out, append([]byte("\xef\xbb\xbf"), raw...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // sameJSON reports whether two JSON texts hold the same value, numbers
