@@ -8,7 +8,7 @@
 //	fhirstore export [flags] --out DIR   export resources with Bulk Data $export
 //	fhirstore migrate --data-dir DIR     move a data dir of the previous embedded engine into the indexed one
 //	fhirstore recover --list             list, retry or abandon transactions recovery could not apply
-//	fhirstore fhirpath [--resource FILE] EXPRESSION  evaluate a FHIRPath expression
+//	fhirstore fhirpath EXPRESSION        evaluate a FHIRPath expression, on --resource FILE or no input
 package main
 
 import (
