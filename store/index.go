@@ -10,6 +10,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"fhirstore/search"
 	"fhirstore/store/document"
 )
 
@@ -18,7 +19,11 @@ import (
 // has no sort value: searches read the rows without one after the others
 // (sortedRows).
 func (s *Store) index(typ string, resourceJSON []byte) (bson.Raw, bson.Raw, error) {
-	reg := s.opts.Registry
+	return s.indexWith(s.opts.Registry, typ, resourceJSON)
+}
+
+// indexWith is index with the parameters of reg (a tenant's registry).
+func (s *Store) indexWith(reg *search.Registry, typ string, resourceJSON []byte) (bson.Raw, bson.Raw, error) {
 	if reg == nil {
 		return nil, nil, nil
 	}
@@ -28,22 +33,23 @@ func (s *Store) index(typ string, resourceJSON []byte) (bson.Raw, bson.Raw, erro
 	if err := dec.Decode(&res); err != nil {
 		return nil, nil, fmt.Errorf("index %s: %w", typ, err)
 	}
-	return s.indexValues(typ, res)
+	return indexValues(reg, typ, res)
 }
 
-// indexParsed is index of the resource doc (parsed by document.FromJSON,
-// numText its numbers' texts) whose JSON is resourceJSON: it reads doc
-// rather than parsing the JSON again when no number has a text of its own.
-func (s *Store) indexParsed(typ string, doc bson.D, numText []document.NumText, resourceJSON []byte) (bson.Raw, bson.Raw, error) {
-	if s.opts.Registry == nil {
+// indexParsed is indexWith of the resource doc (parsed by
+// document.FromJSON, numText its numbers' texts) whose JSON is
+// resourceJSON: it reads doc rather than parsing the JSON again when no
+// number has a text of its own.
+func (s *Store) indexParsed(reg *search.Registry, typ string, doc bson.D, numText []document.NumText, resourceJSON []byte) (bson.Raw, bson.Raw, error) {
+	if reg == nil {
 		return nil, nil, nil
 	}
 	if len(numText) == 0 {
 		if res, ok := jsonValue(doc).(map[string]any); ok {
-			return s.indexValues(typ, res)
+			return indexValues(reg, typ, res)
 		}
 	}
-	return s.index(typ, resourceJSON)
+	return s.indexWith(reg, typ, resourceJSON)
 }
 
 // jsonValue is v, a value of a parsed document, as encoding/json decodes
@@ -82,9 +88,9 @@ func jsonValue(v any) any {
 	return nil
 }
 
-// indexValues is index of the resource res, decoded with UseNumber.
-func (s *Store) indexValues(typ string, res map[string]any) (bson.Raw, bson.Raw, error) {
-	idx, sortDoc := s.opts.Registry.Extract(typ, res)
+// indexValues is indexWith of the resource res, decoded with UseNumber.
+func indexValues(reg *search.Registry, typ string, res map[string]any) (bson.Raw, bson.Raw, error) {
+	idx, sortDoc := reg.Extract(typ, res)
 	idxRaw, err := bson.Marshal(idx)
 	if err != nil {
 		return nil, nil, fmt.Errorf("index %s: %w", typ, err)

@@ -63,7 +63,7 @@ func TestIndexParsedIsIndexOfTheJSON(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		gotIdx, gotSort, err := s.indexParsed(typ, doc, p.numText, out)
+		gotIdx, gotSort, err := s.indexParsed(s.opts.Registry, typ, doc, p.numText, out)
 		if err != nil {
 			t.Fatal(err)
 		}

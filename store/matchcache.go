@@ -42,6 +42,9 @@ func (c *matchCache) generation(tenant, typ string) int64 {
 // changed moves the generation of tenant/typ on: every cached search of
 // the type is stale from now on.
 func (s *Store) changed(tenant, typ string) {
+	if typ == searchParameterType { // the tenant's registry changed: re-index what it calls for
+		defer s.kickSearchIndex(tenant)
+	}
 	c := &s.matches
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -8,6 +8,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"fhirstore/search"
 	"fhirstore/store/document"
 )
 
@@ -20,6 +21,8 @@ type prepared struct {
 	doc      bson.D
 	numText  []document.NumText
 	warnings []Issue
+	// reg is the tenant's search registry the version is indexed with.
+	reg *search.Registry
 }
 
 // prepare parses body and checks what every write needs: a JSON object of
@@ -67,6 +70,9 @@ func (s *Store) prepare(ctx context.Context, tenant, typ, id string, body []byte
 			return nil, err
 		}
 		p.warnings = warnings
+	}
+	if err := s.prepareSearch(ctx, tenant, p, body); err != nil {
+		return nil, err
 	}
 	return p, nil
 }

@@ -7,6 +7,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"fhirstore/search"
 	"fhirstore/store/engine"
 )
 
@@ -76,15 +77,20 @@ func (s *Store) Reindex(ctx context.Context) (int, error) {
 	return total, nil
 }
 
-// ReindexTenant is Reindex for one tenant.
+// ReindexTenant is Reindex for one tenant. The rows are indexed with the
+// tenant's registry, its own SearchParameters included.
 func (s *Store) ReindexTenant(ctx context.Context, tenant string) (int, error) {
 	v, err := s.tenantIndexVersion(ctx, tenant)
 	if err != nil || v >= IndexVersion {
 		return 0, err
 	}
+	reg, err := s.Registry(ctx, tenant)
+	if err != nil {
+		return 0, err
+	}
 	total := 0
 	for _, typ := range s.opts.Registry.ResourceTypes() {
-		n, err := s.reindexType(ctx, tenant, typ)
+		n, err := s.reindexType(ctx, tenant, typ, reg)
 		total += n
 		if err != nil {
 			return total, err
@@ -93,47 +99,59 @@ func (s *Store) ReindexTenant(ctx context.Context, tenant string) (int, error) {
 	return total, s.recordIndexVersion(ctx, tenant)
 }
 
-// reindexType rewrites the idx and sort of a type's current rows, in _id
-// order, a batch at a time. A row written meanwhile (another vid) is left
-// alone: its writer indexed it already.
-func (s *Store) reindexType(ctx context.Context, tenant, typ string) (int, error) {
+// reindexType rewrites the idx and sort of a type's current rows with
+// reg, in _id order, a batch at a time.
+func (s *Store) reindexType(ctx context.Context, tenant, typ string, reg *search.Registry) (int, error) {
 	coll := s.tenantDB(tenant).Collection(typ)
 	n, last := 0, ""
 	for {
-		filter := bson.D{{Key: "deleted", Value: false}}
-		if last != "" {
-			filter = append(filter, bson.E{Key: "_id", Value: bson.D{{Key: "$gt", Value: last}}})
-		}
-		cur, err := coll.Find(ctx, filter, &engine.FindOptions{Sort: bson.D{{Key: "_id", Value: 1}}, Limit: reindexBatch})
+		done, next, err := s.reindexBatch(ctx, coll, reg, typ, last)
+		n += done
 		if err != nil {
-			return n, dbError("reindex "+typ, err)
+			return n, err
 		}
-		var rows []*storedDoc
-		if err := engine.All(ctx, cur, &rows); err != nil {
-			return n, dbError("reindex "+typ, err)
+		if done > 0 {
+			s.changed(tenant, typ)
 		}
-		for _, d := range rows {
-			if err := s.reindexRow(ctx, coll, typ, d); err != nil {
-				return n, err
-			}
-			n++
-			last = d.ID
-		}
-		if len(rows) < reindexBatch {
-			if n > 0 {
-				s.changed(tenant, typ)
-			}
+		if done < reindexBatch {
 			return n, nil
 		}
+		last = next
 	}
 }
 
-func (s *Store) reindexRow(ctx context.Context, coll engine.Collection, typ string, d *storedDoc) error {
+// reindexBatch rewrites the idx and sort of the next batch of a type's
+// current rows after the _id after ("" from the first), and reports how
+// many it rewrote and the last _id. A row written meanwhile (another vid)
+// is left alone: its writer indexed it already.
+func (s *Store) reindexBatch(ctx context.Context, coll engine.Collection, reg *search.Registry, typ, after string) (int, string, error) {
+	filter := bson.D{{Key: "deleted", Value: false}}
+	if after != "" {
+		filter = append(filter, bson.E{Key: "_id", Value: bson.D{{Key: "$gt", Value: after}}})
+	}
+	cur, err := coll.Find(ctx, filter, &engine.FindOptions{Sort: bson.D{{Key: "_id", Value: 1}}, Limit: reindexBatch})
+	if err != nil {
+		return 0, after, dbError("reindex "+typ, err)
+	}
+	var rows []*storedDoc
+	if err := engine.All(ctx, cur, &rows); err != nil {
+		return 0, after, dbError("reindex "+typ, err)
+	}
+	for i, d := range rows {
+		if err := s.reindexRow(ctx, coll, reg, typ, d); err != nil {
+			return i, after, err
+		}
+		after = d.ID
+	}
+	return len(rows), after, nil
+}
+
+func (s *Store) reindexRow(ctx context.Context, coll engine.Collection, reg *search.Registry, typ string, d *storedDoc) error {
 	res, err := d.toResource(typ)
 	if err != nil {
 		return err
 	}
-	if d.Idx, d.Sort, err = s.index(typ, res.JSON); err != nil {
+	if d.Idx, d.Sort, err = s.indexWith(reg, typ, res.JSON); err != nil {
 		return err
 	}
 	filter := bson.D{{Key: "_id", Value: d.ID}, {Key: "vid", Value: d.VID}}

@@ -318,7 +318,7 @@ func (s *Store) buildVersion(in *prepared, id string, cur *storedDoc, method str
 	}
 	if !v.doc.Deleted {
 		var err error
-		if v.doc.Idx, v.doc.Sort, err = s.indexParsed(in.typ, doc, in.numText, out); err != nil {
+		if v.doc.Idx, v.doc.Sort, err = s.indexParsed(in.reg, in.typ, doc, in.numText, out); err != nil {
 			return nil, err
 		}
 	}
@@ -415,7 +415,7 @@ func (s *Store) repair(ctx context.Context, tenant, typ, id string) {
 	}
 	doc := storedDoc{ID: id, VID: h.VID, LastUpdated: h.LastUpdated, Deleted: h.Method == "DELETE", Method: h.Method, Resource: h.Resource, NumText: h.NumText}
 	if res, err := h.toResource(); err == nil && !doc.Deleted {
-		doc.Idx, doc.Sort, _ = s.index(typ, res.JSON)
+		doc.Idx, doc.Sort, _ = s.indexWith(s.indexRegistry(ctx, tenant), typ, res.JSON)
 	}
 	if err := s.putCurrent(ctx, tenant, typ, &doc, cur != nil); err != nil {
 		s.log.Warn("repair current row", zap.String("tenant", tenant), zap.String("type", typ), zap.String("id", id), zap.Error(err))

@@ -181,6 +181,11 @@ type Store struct {
 	// definitions caches each tenant's conformance look-ups by generation
 	// (conformance.go).
 	definitions sync.Map
+	// registries holds each tenant's search registry (searchparams.go);
+	// searchIndex runs the re-indexing its changes call for
+	// (searchindex.go).
+	registries  sync.Map
+	searchIndex searchIndexer
 }
 
 // Open returns a store on eng, which it owns from then on (Close closes
@@ -231,6 +236,7 @@ func (s *Store) Engine() string { return s.eng.Name() }
 
 // Close closes the database engine.
 func (s *Store) Close(ctx context.Context) error {
+	s.stopSearchIndex()
 	if err := s.eng.Close(ctx); err != nil {
 		return fmt.Errorf("close database: %w", err)
 	}
