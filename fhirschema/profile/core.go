@@ -160,3 +160,8 @@ func splitCanonical(s string) (url, version string) {
 	}
 	return s, ""
 }
+
+// CoreInvariant reports whether key names an invariant of a core resource
+// or data type definition (ele-1, pat-1, sqty-1): one the base validator
+// checks, and profile validation leaves to it.
+func CoreInvariant(key string) bool { return coreKey(key) }

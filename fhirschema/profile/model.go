@@ -90,13 +90,19 @@ func (e *element) choice() bool { return strings.HasSuffix(e.name, "[x]") }
 // jsonName is the element's property name, without [x] for a choice.
 func (e *element) jsonName() string { return strings.TrimSuffix(e.name, "[x]") }
 
-// kids returns the element's children, or those of the element its
-// contentReference names.
+// kids returns the element's children; for an element that spells out
+// none, those of the element its contentReference names, or of the element
+// it slices.
 func (e *element) kids() []*element {
-	if len(e.children) == 0 && e.ref != nil {
+	switch {
+	case len(e.children) > 0:
+		return e.children
+	case e.ref != nil:
 		return e.ref.children
+	case e.sliceOf != nil:
+		return e.sliceOf.kids()
 	}
-	return e.children
+	return nil
 }
 
 // child returns the child named name (value or value[x]).

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -19,6 +20,7 @@ import (
 // resources and its examples.
 type igPackage struct {
 	defs     *profile.Memory
+	byType   map[string][]string // resource type → URLs
 	examples map[string]map[string]any // file name → resource
 }
 
@@ -53,7 +55,7 @@ func readPackage(r io.Reader) (*igPackage, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &igPackage{defs: profile.NewMemory(), examples: map[string]map[string]any{}}
+	p := &igPackage{defs: profile.NewMemory(), examples: map[string]map[string]any{}, byType: map[string][]string{}}
 	tr := tar.NewReader(gz)
 	for {
 		h, err := tr.Next()
@@ -76,8 +78,10 @@ func readPackage(r io.Reader) (*igPackage, error) {
 		}
 		if strings.Contains(h.Name, "/example/") {
 			p.examples[path.Base(h.Name)] = res
-		} else {
-			p.defs.Add(res)
+		} else if p.defs.Add(res) {
+			typ, _ := res["resourceType"].(string)
+			url, _ := res["url"].(string)
+			p.byType[typ] = append(p.byType[typ], url)
 		}
 	}
 }
@@ -89,4 +93,11 @@ func decode(data []byte) (map[string]any, error) {
 	var m map[string]any
 	err := dec.Decode(&m)
 	return m, err
+}
+
+// urls lists the URLs of the package's resources of type typ, sorted.
+func (p *igPackage) urls(typ string) []string {
+	out := append([]string(nil), p.byType[typ]...)
+	sort.Strings(out)
+	return out
 }
