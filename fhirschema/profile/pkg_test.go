@@ -20,7 +20,7 @@ import (
 // resources and its examples.
 type igPackage struct {
 	defs     *profile.Memory
-	byType   map[string][]string // resource type → URLs
+	byType   map[string][]string       // resource type → URLs
 	examples map[string]map[string]any // file name → resource
 }
 

@@ -83,7 +83,7 @@ type builder struct {
 	defs     Definitions
 	visiting map[string]bool
 	elems    []map[string]any
-	orig     []map[string]any // the base snapshot, which new slices copy
+	orig     []map[string]any  // the base snapshot, which new slices copy
 	renamed  map[string]string // valueQuantity's id → the element it names
 }
 
