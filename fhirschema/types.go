@@ -47,3 +47,26 @@ func ResourceTypes() []string {
 	sort.Strings(out)
 	return out
 }
+
+// logicalTypes are the resource types served beyond R4: models of
+// implementation guides that R4's schema does not define, each checked by
+// a package of its own (ViewDefinition, of SQL on FHIR v2: fhirschema/view).
+var logicalTypes = map[string]bool{"ViewDefinition": true}
+
+// IsLogicalType reports whether name is a resource type served beyond R4.
+func IsLogicalType(name string) bool { return logicalTypes[name] }
+
+// IsStoredType reports whether resources of type name may be stored and
+// served: an R4 resource type or a logical type.
+func IsStoredType(name string) bool { return resourceTypes()[name] || logicalTypes[name] }
+
+// StoredTypes lists the R4 resource types and the logical types in
+// alphabetical order.
+func StoredTypes() []string {
+	out := ResourceTypes()
+	for name := range logicalTypes {
+		out = append(out, name)
+	}
+	sort.Strings(out)
+	return out
+}

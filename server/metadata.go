@@ -14,20 +14,32 @@ import (
 // capabilities serves the CapabilityStatement. It needs no token so that
 // clients can discover the server before they authenticate.
 func (s *Server) capabilities(c *gin.Context) {
-	cs := s.capabilityStatement(baseURL(c))
+	cs := s.capabilityStatement(baseURL(c), s.publicRegistry(c))
 	cs["rest"].([]map[string]any)[0]["security"] = securityStatement(c)
 	s.exportCapabilities(cs)
+	s.viewCapabilities(cs)
 	writeJSON(c, http.StatusOK, cs)
 }
 
-// capabilitySearchParams lists the search parameters of a type for the statement.
+// capabilitySearchParams lists the built-in search parameters of a type
+// for the statement.
 func (s *Server) capabilitySearchParams(typ string) []map[string]string {
-	if s.cfg.Registry == nil {
+	return searchParamsOf(s.cfg.Registry, typ)
+}
+
+// searchParamsOf lists the search parameters of a type in reg (a tenant's
+// registry) for the statement, each with the URL of its definition when
+// it has one.
+func searchParamsOf(reg *search.Registry, typ string) []map[string]string {
+	if reg == nil {
 		return nil
 	}
 	var out []map[string]string
-	for _, p := range s.cfg.Registry.Params(typ) {
+	for _, p := range reg.Params(typ) {
 		param := map[string]string{"name": p.Code, "type": p.Type}
+		if p.URL != "" {
+			param["definition"] = p.URL
+		}
 		if p.Description != "" {
 			param["documentation"] = p.Description
 		}
@@ -45,7 +57,7 @@ var filterParam = map[string]string{"name": "_filter", "type": "special", "docum
 // validateOperation advertises $validate on every type.
 var validateOperation = []map[string]string{{"name": "validate", "definition": "http://hl7.org/fhir/OperationDefinition/Resource-validate"}}
 
-func (s *Server) capabilityStatement(base string) map[string]any {
+func (s *Server) capabilityStatement(base string, reg *search.Registry) map[string]any {
 	interactions := []map[string]string{}
 	for _, code := range []string{"read", "vread", "update", "patch", "delete", "history-instance", "history-type", "create"} {
 		interactions = append(interactions, map[string]string{"code": code})
@@ -68,7 +80,7 @@ func (s *Server) capabilityStatement(base string) map[string]any {
 		if t == "Observation" {
 			r["operation"] = append(validateOperation[:len(validateOperation):len(validateOperation)], lastnOperation)
 		}
-		if params := s.capabilitySearchParams(t); len(params) > 0 {
+		if params := searchParamsOf(reg, t); len(params) > 0 {
 			r["interaction"] = append(interactions[:len(interactions):len(interactions)], map[string]string{"code": "search-type"})
 			r["searchParam"] = params
 		}

@@ -73,6 +73,6 @@ func (s *Server) recovery(c *gin.Context) {
 	c.Next()
 }
 
-func isResourceType(name string) bool { return fhirschema.IsResourceType(name) }
+func isResourceType(name string) bool { return fhirschema.IsStoredType(name) }
 
 func quote(s string) string { return strconv.Quote(s) }

@@ -133,8 +133,8 @@ func (s *Server) routes() *gin.Engine {
 
 // fhirFormat rejects requests whose answer the client cannot read.
 func (s *Server) fhirFormat(c *gin.Context) {
-	if isExportFile(c.Param("path")) {
-		return // ndjson, whatever Accept says
+	if isExportFile(c.Param("path")) || isViewOperation(c.Param("path")) {
+		return // ndjson or a table format, whatever Accept says
 	}
 	err := negotiate(c)
 	var he *httpError
@@ -181,9 +181,10 @@ var fhirRoutes = map[string]map[string]route{
 		http.MethodPost: func(s *Server, c *gin.Context, _ []string) { s.postBundle(c) },
 		http.MethodGet:  func(s *Server, c *gin.Context, _ []string) { s.searchSystem(c) },
 	},
-	"_search":   {http.MethodPost: func(s *Server, c *gin.Context, _ []string) { s.searchSystem(c) }},
-	"$validate": {http.MethodPost: func(s *Server, c *gin.Context, _ []string) { s.validateOp(c, "", "") }},
-	"_history":  {http.MethodGet: func(s *Server, c *gin.Context, _ []string) { s.history(c, "", "") }},
+	"_search":       {http.MethodPost: func(s *Server, c *gin.Context, _ []string) { s.searchSystem(c) }},
+	reindexStatusOp: {http.MethodGet: func(s *Server, c *gin.Context, _ []string) { s.reindexStatus(c) }},
+	"$validate":     {http.MethodPost: func(s *Server, c *gin.Context, _ []string) { s.validateOp(c, "", "") }},
+	"_history":      {http.MethodGet: func(s *Server, c *gin.Context, _ []string) { s.history(c, "", "") }},
 	"T": {
 		http.MethodPost:   func(s *Server, c *gin.Context, g []string) { s.create(c, g[0]) },
 		http.MethodGet:    func(s *Server, c *gin.Context, g []string) { s.searchType(c, g[0]) },
@@ -229,6 +230,8 @@ func shapeOf(segs []string) string {
 			shape[i] = seg
 		case seg == "$validate" && i <= 2 && i == len(segs)-1:
 			shape[i] = seg
+		case seg == reindexStatusOp && len(segs) == 1:
+			shape[i] = seg
 		case seg == "$everything" && i == 2 && len(segs) == 3:
 			shape[i] = seg
 		case seg == "$lastn" && i == 1 && len(segs) == 2:
@@ -255,7 +258,7 @@ func (s *Server) dispatch(c *gin.Context) {
 	if len(segs) == 1 && segs[0] == "" {
 		segs = nil
 	}
-	if s.serveExport(c, segs) {
+	if s.serveExport(c, segs) || s.serveViews(c, segs) {
 		return
 	}
 	shape := shapeOf(segs)
@@ -264,7 +267,7 @@ func (s *Server) dispatch(c *gin.Context) {
 		s.abort(c, fail(http.StatusNotFound, "not-found", "no such FHIR endpoint: "+c.Request.URL.Path, ""))
 		return
 	}
-	if len(segs) > 0 && shape != "_history" && shape != "$validate" && shape != "_search" && !isResourceType(segs[0]) {
+	if len(segs) > 0 && strings.HasPrefix(shape, "T") && !isResourceType(segs[0]) {
 		s.abort(c, fail(http.StatusNotFound, "not-supported", "unknown resource type "+quote(segs[0]), ""))
 		return
 	}

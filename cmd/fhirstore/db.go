@@ -66,7 +66,7 @@ type storeOptions struct {
 }
 
 func (so storeOptions) store(logger *zap.Logger) store.Options {
-	return store.Options{ResourceTypes: fhirschema.IsResourceType, Validate: so.validate, Registry: so.registry, EagerIndexTypes: so.eagerIndexTypes, Logger: logger, Monitor: so.monitor,
+	return store.Options{ResourceTypes: fhirschema.IsStoredType, Validate: so.validate, Registry: so.registry, EagerIndexTypes: so.eagerIndexTypes, Logger: logger, Monitor: so.monitor,
 		RecoveryAttempts: so.recoveryAttempts, RecoveryBackoff: so.recoveryBackoff}
 }
 
@@ -226,7 +226,7 @@ func liveEmbeddedURI(ctx context.Context, uriFile string) string {
 	if err != nil {
 		return ""
 	}
-	st, err := store.Open(ctx, eng, store.Options{ResourceTypes: fhirschema.IsResourceType})
+	st, err := store.Open(ctx, eng, store.Options{ResourceTypes: fhirschema.IsStoredType})
 	if err != nil {
 		return ""
 	}

@@ -27,6 +27,7 @@ import (
 	"fhirstore/server/auth"
 	"fhirstore/store"
 	"fhirstore/store/schemacheck"
+	"fhirstore/store/viewcheck"
 )
 
 // loadFlags are the settings of the load command.
@@ -195,11 +196,11 @@ func (l *loader) connectDirect(ctx context.Context, cfg *config, stderr io.Write
 	if err != nil {
 		return nil, err
 	}
-	registry, err := search.NewRegistry(fhirschema.ResourceTypes())
+	registry, err := search.NewRegistry(fhirschema.StoredTypes())
 	if err != nil {
 		return nil, err
 	}
-	so := storeOptions{validate: schemacheck.Validator(validator), registry: registry, eagerIndexTypes: specTypes}
+	so := storeOptions{validate: viewcheck.Validator(schemacheck.Validator(validator)), registry: registry, eagerIndexTypes: specTypes}
 	// The server keeps state about its database that writes behind its back
 	// would make stale: a direct load must be the data dir's only writer.
 	db, err := openDatabase(ctx, cfg.str("mongodb-uri"), dataDir, false, so, logger)
@@ -547,7 +548,7 @@ func ndjsonEntry(line []byte) ([]byte, error) {
 	if err := json.Unmarshal(line, &head); err != nil {
 		return nil, fmt.Errorf("not a JSON resource: %w", err)
 	}
-	if !fhirschema.IsResourceType(head.ResourceType) {
+	if !fhirschema.IsStoredType(head.ResourceType) {
 		return nil, fmt.Errorf("resourceType %q is not an R4 resource type", head.ResourceType)
 	}
 	type request struct {

@@ -39,7 +39,7 @@ func recoverCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if retry != "" && abandon != "" || (retry != "" || abandon != "") && list {
 		return errors.New("recover: give one of --list, --retry or --abandon (see fhirstore recover -h)")
 	}
-	registry, err := search.NewRegistry(fhirschema.ResourceTypes())
+	registry, err := search.NewRegistry(fhirschema.StoredTypes())
 	if err != nil {
 		return err
 	}

@@ -23,6 +23,7 @@ import (
 	"fhirstore/server/subscription"
 	"fhirstore/store"
 	"fhirstore/store/schemacheck"
+	"fhirstore/store/viewcheck"
 )
 
 // specTypes are the resource types of the service contract: their search
@@ -106,7 +107,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	registry, err := search.NewRegistry(fhirschema.ResourceTypes())
+	registry, err := search.NewRegistry(fhirschema.StoredTypes())
 	if err != nil {
 		return err
 	}
@@ -114,7 +115,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	validate := subscription.Validator(registry, subCfg.Endpoints, schemacheck.Validator(validator))
+	validate := viewcheck.Validator(subscription.Validator(registry, subCfg.Endpoints, schemacheck.Validator(validator)))
 	db, err := openDatabase(ctx, cfg.str("mongodb-uri"), dataDir, false, storeOptions{validate: validate, registry: registry, eagerIndexTypes: specTypes, monitor: metrics.CommandMonitor(),
 		recoveryAttempts: int(recoveryAttempts), recoveryBackoff: recoveryAge}, logger)
 	if err != nil {

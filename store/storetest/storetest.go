@@ -23,6 +23,7 @@ import (
 	"fhirstore/store/engine/sqlite"
 	"fhirstore/store/ferretdb"
 	"fhirstore/store/schemacheck"
+	"fhirstore/store/viewcheck"
 )
 
 // Environment variables that choose the engine under test.
@@ -79,7 +80,7 @@ func StartAt(ctx context.Context, dir, run string) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	reg, err := search.NewRegistry(fhirschema.ResourceTypes())
+	reg, err := search.NewRegistry(fhirschema.StoredTypes())
 	if err != nil {
 		return nil, err
 	}
@@ -120,12 +121,15 @@ func (d *DB) Close() { d.stop() }
 func (d *DB) Options() store.Options {
 	return store.Options{
 		DatabasePrefix: "fhirstore_test_" + d.run + "_",
-		ResourceTypes:  fhirschema.IsResourceType,
-		Validate:       schemacheck.Validator(d.validator),
+		ResourceTypes:  fhirschema.IsStoredType,
+		Validate:       viewcheck.Validator(schemacheck.Validator(d.validator)),
 		Registry:       d.registry,
 		Logger:         zap.NewNop(),
 	}
 }
+
+// Validator is the base validator the store options check writes with.
+func (d *DB) Validator() *fhirschema.Validator { return d.validator }
 
 // Registry is the search parameter registry the store indexes with.
 func (d *DB) Registry() *search.Registry { return d.registry }
