@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"fhirstore/fhirschema"
 	"fhirstore/fhirschema/profile"
 )
 
@@ -24,31 +25,59 @@ type mutation struct {
 const uc = "http://hl7.org/fhir/us/core/StructureDefinition/"
 
 func TestMutationsAreRefusedAtTheElement(t *testing.T) {
-	for _, m := range mutations {
+	runMutations(t, mutations, "error")
+}
+
+func TestCautionsAreWarningsAtTheElement(t *testing.T) {
+	runMutations(t, cautions, "warning")
+	for _, m := range cautions {
+		issues := mutate(t, m)
+		if errs := errorsOf(issues); len(errs) > 0 {
+			t.Errorf("%s: want no error, got %q", m.name, errs)
+		}
+	}
+}
+
+// runMutations checks that each mutation yields an issue of severity at
+// its element.
+func runMutations(t *testing.T, table []mutation, severity string) {
+	for _, m := range table {
 		t.Run(m.name, func(t *testing.T) {
-			pkg := usCore(t, m.version)
-			ex := clone(t, pkg.examples[m.example])
-			if ex == nil {
-				t.Fatalf("no example %s", m.example)
-			}
-			m.change(ex)
-			url := m.profile
-			if url == "" {
-				url = claimed(ex)[0]
-			}
-			issues, err := validator.Validate(context.Background(), profile.Merge(pkg.defs, profile.Core()), ex, url)
-			if err != nil {
-				t.Fatal(err)
-			}
-			errs := errorsOf(issues)
-			for _, e := range errs {
+			issues := mutate(t, m)
+			var found []string
+			for _, is := range issues {
+				if is.Severity != severity {
+					continue
+				}
+				e := is.Expression + ": " + is.Diagnostics
 				if strings.HasPrefix(e, m.at+": ") && strings.Contains(e, m.text) {
 					return
 				}
+				found = append(found, e)
 			}
-			t.Errorf("want an error at %s saying %q; got %q", m.at, m.text, errs)
+			t.Errorf("want an issue of severity %s at %s saying %q; got %q", severity, m.at, m.text, found)
 		})
 	}
+}
+
+// mutate applies m to its example and validates the result.
+func mutate(t *testing.T, m mutation) []fhirschema.Issue {
+	t.Helper()
+	pkg := usCore(t, m.version)
+	ex := clone(t, pkg.examples[m.example])
+	if ex == nil {
+		t.Fatalf("no example %s", m.example)
+	}
+	m.change(ex)
+	url := m.profile
+	if url == "" {
+		url = claimed(ex)[0]
+	}
+	issues, err := validator.Validate(context.Background(), profile.Merge(pkg.defs, profile.Core()), ex, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return issues
 }
 
 func clone(t *testing.T, r map[string]any) map[string]any {
