@@ -76,6 +76,7 @@ var readSchemaTables = sync.OnceValues(func() (*schemaTables, error) {
 	if err := json.Unmarshal(SchemaJSON, &typed); err != nil {
 		return nil, fmt.Errorf("read FHIR schema: %w", err)
 	}
+	addCanonicalTwinDefinitions(typed.Definitions)
 	t := &schemaTables{elements: elementTable(typed.Definitions), present: map[string][]string{}}
 	for name, d := range typed.Definitions {
 		if len(d.Required) > 0 {

@@ -90,6 +90,7 @@ func NewValidator() (*Validator, error) {
 	if defs == nil {
 		return nil, fmt.Errorf("read FHIR schema: no definitions")
 	}
+	addCanonicalTwins(defs)
 	defs["ResourceList"] = map[string]any{
 		"type":       "object",
 		"required":   []any{"resourceType"},
