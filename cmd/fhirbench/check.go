@@ -86,7 +86,7 @@ func (b *bench) check(ctx context.Context) checkReport {
 	for _, w := range all {
 		s := byType[w.typ][w.id]
 		c.r.Versions += len(s.versions)
-		if lost, dup, mismatch := verify(w.acked, s.versions, s.current); lost+dup > 0 || mismatch {
+		if lost, dup, mismatch := verify(w.acked, s.versions, s.current, w.gone); lost+dup > 0 || mismatch {
 			suspects = append(suspects, w)
 		}
 	}
@@ -97,8 +97,9 @@ func (b *bench) check(ctx context.Context) checkReport {
 }
 
 // verify compares a resource's history versions and current version with
-// the versions the server acknowledged to the run.
-func verify(acked, versions []int, current int) (lost, duplicated int, currentMismatch bool) {
+// the versions the server acknowledged to the run; a resource the run
+// deleted has no current version (0).
+func verify(acked, versions []int, current int, gone bool) (lost, duplicated int, currentMismatch bool) {
 	count := map[int]int{}
 	newest := 0
 	for _, v := range versions {
@@ -116,6 +117,9 @@ func verify(acked, versions []int, current int) (lost, duplicated int, currentMi
 	}
 	for _, n := range count {
 		duplicated += n - 1
+	}
+	if gone {
+		return lost, duplicated, current != 0
 	}
 	return lost, duplicated, current != newest
 }
@@ -250,12 +254,12 @@ func (c *checker) recheck(ctx context.Context, w *written) {
 	switch x.status {
 	case http.StatusOK:
 		current, _ = parseETag(x.header.Get("ETag"))
-	case http.StatusNotFound:
+	case http.StatusNotFound, http.StatusGone:
 	default:
 		c.failed("check: " + x.describe("GET", target))
 		return
 	}
-	lost, dup, mismatch := verify(w.acked, versions, current)
+	lost, dup, mismatch := verify(w.acked, versions, current, w.gone)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if lost+dup == 0 && !mismatch {

@@ -78,6 +78,14 @@ picks operations by the --mix weights:
                (412 is an expected outcome under contention, counted apart)
   transaction  POST a transaction Bundle: a Patient and two Observations
                referring to it by urn:uuid
+  crud         one cycle of the shape of Health Samurai's benchmark "crud":
+               POST a Patient, Location, Organization, Practitioner,
+               Encounter, Observation, MedicationRequest, Claim and
+               ExplanationOfBenefit referring to each other, GET each, PUT
+               each (If-Match), DELETE each; its requests are also reported
+               as crud.create, crud.read, crud.update and crud.delete
+
+--mix crud runs crud cycles only (crud=1).
 
 Afterwards --check reads the history of every resource the run created or
 updated: versions must be 1..n without gaps or duplicates, include every

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -77,8 +78,8 @@ func TestMixedLoadHasNoErrorsAndLosesNoVersion(t *testing.T) {
 	if rep.Total.Errors != 0 || len(rep.ErrorsByStatus) != 0 {
 		t.Errorf("%d errors %v: %v", rep.Total.Errors, rep.ErrorsByStatus, rep.ErrorSamples)
 	}
-	if len(rep.Operations) != int(numOps) {
-		t.Fatalf("%d operations in the report, want %d", len(rep.Operations), numOps)
+	if len(rep.Operations) != int(opCrud) {
+		t.Fatalf("%d operations in the report, want the %d of the mix", len(rep.Operations), opCrud)
 	}
 	for _, o := range rep.Operations {
 		if o.Count == 0 || o.OK == 0 {
@@ -113,7 +114,7 @@ func TestTextReportNamesEveryOperationAndTheCheck(t *testing.T) {
 	if err != nil {
 		t.Fatalf("fhirbench: %v\n%s\n%s", err, out, log)
 	}
-	for _, want := range append(opNames[:], "p50 ms", "p99 ms", "requests: ", "errors by status: none", "lost 0, duplicated 0") {
+	for _, want := range append(slices.Clone(opNames[:opCrud]), "p50 ms", "p99 ms", "requests: ", "errors by status: none", "lost 0, duplicated 0") {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q:\n%s", want, out)
 		}
@@ -187,6 +188,9 @@ func TestMixWeights(t *testing.T) {
 		{"an operation left out never runs", "read=3, update=1", mix{3, 0, 0, 1, 0}, ""},
 		{"a zero weight is allowed", "read=1,search=0", mix{1, 0, 0, 0, 0}, ""},
 		{"an unknown operation", "read=1,delete=2", mix{}, `unknown operation "delete"`},
+		{"crud alone is crud cycles only", "crud", mix{opCrud: 1}, ""},
+		{"crud beside others", "read=1,crud=3", mix{opRead: 1, opCrud: 3}, ""},
+		{"the requests of a cycle are not operations of the mix", "crud.read=1", mix{}, `unknown operation "crud.read"`},
 		{"an operation twice", "read=1,read=2", mix{}, "twice"},
 		{"a negative weight", "read=-1", mix{}, "not a whole number"},
 		{"no weight", "read", mix{}, "not name=weight"},
@@ -212,19 +216,22 @@ func TestHistoryVerdicts(t *testing.T) {
 		name             string
 		acked, history   []int
 		current          int
+		gone             bool
 		lost, dup        int
 		currentNotNewest bool
 	}{
-		{"versions 1..n once each, current n", []int{1, 2, 3}, []int{3, 2, 1}, 3, 0, 0, false},
-		{"a version in the middle is missing", []int{1, 2, 3}, []int{3, 1}, 3, 1, 0, false},
-		{"an acknowledged version beyond history is lost", []int{1, 2, 3}, []int{1, 2}, 2, 1, 0, false},
-		{"a version twice", []int{1, 2}, []int{2, 2, 1}, 2, 0, 1, false},
-		{"current behind the newest history version", []int{1, 2}, []int{1, 2}, 1, 0, 0, true},
-		{"someone else's newer versions are fine", []int{1}, []int{1, 2, 3}, 3, 0, 0, false},
-		{"no history at all", []int{1}, nil, 0, 1, 0, false},
+		{"versions 1..n once each, current n", []int{1, 2, 3}, []int{3, 2, 1}, 3, false, 0, 0, false},
+		{"a version in the middle is missing", []int{1, 2, 3}, []int{3, 1}, 3, false, 1, 0, false},
+		{"an acknowledged version beyond history is lost", []int{1, 2, 3}, []int{1, 2}, 2, false, 1, 0, false},
+		{"a version twice", []int{1, 2}, []int{2, 2, 1}, 2, false, 0, 1, false},
+		{"current behind the newest history version", []int{1, 2}, []int{1, 2}, 1, false, 0, 0, true},
+		{"someone else's newer versions are fine", []int{1}, []int{1, 2, 3}, 3, false, 0, 0, false},
+		{"no history at all", []int{1}, nil, 0, false, 1, 0, false},
+		{"a deleted resource has no current version", []int{1, 2, 3}, []int{1, 2, 3}, 0, true, 0, 0, false},
+		{"a deleted resource still found current", []int{1, 2, 3}, []int{1, 2, 3}, 3, true, 0, 0, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			lost, dup, mismatch := verify(tc.acked, tc.history, tc.current)
+			lost, dup, mismatch := verify(tc.acked, tc.history, tc.current, tc.gone)
 			if lost != tc.lost || dup != tc.dup || mismatch != tc.currentNotNewest {
 				t.Fatalf("lost %d, duplicated %d, current not newest %v; want %d, %d, %v", lost, dup, mismatch, tc.lost, tc.dup, tc.currentNotNewest)
 			}

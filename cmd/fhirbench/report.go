@@ -143,14 +143,20 @@ func newReport(o *options, r *recorder, elapsed time.Duration) *report {
 		ByStatus:       statusKeys(r.byStatus), ErrorsByStatus: statusKeys(r.errByStatus), ErrorSamples: r.samples,
 	}
 	for k := range numOps {
+		n := r.ok[k] + r.precondition[k] + r.failed[k]
+		if n == 0 && (k >= numPicked || o.mix[k] == 0) {
+			continue // neither in the mix nor run
+		}
 		lat := slices.Clone(r.lat[k])
 		slices.Sort(lat)
-		n := r.ok[k] + r.precondition[k] + r.failed[k]
 		rep.Operations = append(rep.Operations, opReport{
 			Name: k.String(), Count: n, OK: r.ok[k], PreconditionFailed: r.precondition[k], Errors: r.failed[k],
 			PerSecond: math.Round(float64(n)/secs*10) / 10,
 			P50Ms:     ms(percentile(lat, 50)), P99Ms: ms(percentile(lat, 99)), MaxMs: ms(percentile(lat, 100)),
 		})
+		if k >= numPicked {
+			continue // the requests of a crud cycle: the cycle counts
+		}
 		rep.Total.Operations += n
 		rep.Total.Errors += r.failed[k]
 		rep.Total.PreconditionFailed += r.precondition[k]

@@ -31,29 +31,45 @@ const (
 	opCreate
 	opUpdate
 	opTransaction
+	opCrud
+	// The requests of a crud cycle, each also reported on its own; the mix
+	// never picks them.
+	opCrudCreate
+	opCrudRead
+	opCrudUpdate
+	opCrudDelete
 	numOps
 )
 
-var opNames = [numOps]string{"read", "search", "create", "update", "transaction"}
+// numPicked is the number of operations a mix may weigh (opRead..opCrud).
+const numPicked = opCrud + 1
+
+var opNames = [numOps]string{"read", "search", "create", "update", "transaction", "crud", "crud.create", "crud.read", "crud.update", "crud.delete"}
 
 func (k op) String() string { return opNames[k] }
 
 const defaultMix = "read=40,search=25,create=15,update=15,transaction=5"
+
+// crudMix is what --mix crud stands for: crud cycles only.
+const crudMix = "crud=1"
 
 // mix holds the weight of each operation; an operation not named has weight 0.
 type mix [numOps]int
 
 func parseMix(s string) (mix, error) {
 	var m mix
+	if strings.TrimSpace(s) == "crud" {
+		s = crudMix
+	}
 	seen := map[op]bool{}
 	for _, part := range strings.Split(s, ",") {
 		name, val, ok := strings.Cut(strings.TrimSpace(part), "=")
 		if !ok {
 			return m, fmt.Errorf("%q is not name=weight", part)
 		}
-		k := op(slices.Index(opNames[:], strings.TrimSpace(name)))
+		k := op(slices.Index(opNames[:numPicked], strings.TrimSpace(name)))
 		if k < 0 {
-			return m, fmt.Errorf("unknown operation %q (want %s)", name, strings.Join(opNames[:], ", "))
+			return m, fmt.Errorf("unknown operation %q (want %s)", name, strings.Join(opNames[:numPicked], ", "))
 		}
 		if seen[k] {
 			return m, fmt.Errorf("%s is given twice", k)
@@ -122,7 +138,7 @@ type bench struct {
 func newBench(o *options, log io.Writer) *bench {
 	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
 	tr := &http.Transport{
-		DialContext:         dialer.DialContext,
+		DialContext:         localhostDial(dialer),
 		MaxIdleConns:        2 * o.clients,
 		MaxIdleConnsPerHost: o.clients,
 		IdleConnTimeout:     90 * time.Second,
@@ -144,6 +160,17 @@ func newBench(o *options, log io.Writer) *bench {
 }
 
 func (b *bench) close() { b.client.CloseIdleConnections() }
+
+// localhostDial dials with d, reaching *.localhost names on 127.0.0.1
+// (RFC 6761 reserves them for loopback; the resolver would ask DNS).
+func localhostDial(d *net.Dialer) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if host, port, err := net.SplitHostPort(addr); err == nil && strings.HasSuffix(strings.ToLower(strings.TrimSuffix(host, ".")), ".localhost") {
+			addr = net.JoinHostPort("127.0.0.1", port)
+		}
+		return d.DialContext(ctx, network, addr)
+	}
+}
 
 // exchange is a finished HTTP request; status 0 means no answer (err says why).
 type exchange struct {
@@ -349,6 +376,8 @@ func (w *worker) run(ctx context.Context, k op) outcome {
 		return w.create(ctx)
 	case opUpdate:
 		return w.update(ctx)
+	case opCrud:
+		return w.crud(ctx)
 	default:
 		return w.transaction(ctx)
 	}
@@ -580,10 +609,12 @@ type tracker struct {
 	txnPatients []string
 }
 
-// written is one resource the run wrote and the versions it was told of.
+// written is one resource the run wrote and the versions it was told of;
+// gone marks one the run deleted last.
 type written struct {
 	typ, id string
 	acked   []int
+	gone    bool
 }
 
 func newTracker() *tracker { return &tracker{written: map[string]*written{}} }
@@ -599,6 +630,15 @@ func (t *tracker) ack(typ, id string, vid int) {
 		t.order = append(t.order, wr)
 	}
 	wr.acked = append(wr.acked, vid)
+}
+
+// deleted records that the run deleted typ/id (its last write).
+func (t *tracker) deleted(typ, id string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if wr := t.written[typ+"/"+id]; wr != nil {
+		wr.gone = true
+	}
 }
 
 func (t *tracker) len() int {
