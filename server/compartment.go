@@ -147,7 +147,8 @@ func (s *Server) matchingIDs(ctx context.Context, tenant string, queries []*sear
 // whose care date (search.Registry.CareDateParam) overlaps that range,
 // and the resources of types without one; _since keeps the resources
 // changed at or after it, the patient included. Other parameters are
-// ignored and the Bundle has no total.
+// ignored. The total counts every resource of every page; the first page
+// counts it and its links carry it, so later pages repeat it.
 func (s *Server) everything(c *gin.Context, compartment, id string) {
 	patient, err := s.checkCompartment(c, compartment, id, "")
 	if err != nil {
@@ -165,18 +166,25 @@ func (s *Server) everything(c *gin.Context, compartment, id string) {
 	}
 	a := accessOf(c.Request.Context())
 	types := slices.DeleteFunc(everythingTypes(params.Get("_type")), func(t string) bool { return !a.searchesCompartment(t, id) })
-	start, cur, err := decodeEverythingCursor(params.Get("_cursor"), types)
+	start, cur, total, err := decodeEverythingCursor(params.Get("_cursor"), types)
 	if err != nil {
 		s.abort(c, err)
 		return
 	}
-	page := &store.SearchPage{Total: -1}
 	ctx, tenant := c.Request.Context(), c.GetString(tenantKey)
 	if !a.canSee(patient) && !slices.ContainsFunc(types, func(t string) bool { return a.grant(t, auth.Search) == auth.Full }) {
 		s.abort(c, outsideCompartment("Patient", id))
 		return
 	}
-	if params.Get("_cursor") == "" && slices.Contains(types, "Patient") && a.canSee(patient) && changedSince(patient, params) {
+	withPatient := slices.Contains(types, "Patient") && a.canSee(patient) && changedSince(patient, params)
+	if total < 0 {
+		if total, err = s.everythingTotal(ctx, tenant, types, id, params, withPatient); err != nil {
+			s.abort(c, searchError(err))
+			return
+		}
+	}
+	page := &store.SearchPage{Total: total}
+	if params.Get("_cursor") == "" && withPatient {
 		page.Entries = append(page.Entries, patient)
 	}
 	for i := start; i < len(types) && page.Next == ""; i++ {
@@ -200,11 +208,11 @@ func (s *Server) everything(c *gin.Context, compartment, id string) {
 		}
 		switch {
 		case remaining == 0 && len(typePage.Entries) > 0:
-			page.Next = encodeEverythingCursor(types[i], cur)
+			page.Next = encodeEverythingCursor(types[i], cur, total)
 		case remaining > 0:
 			page.Entries = append(page.Entries, typePage.Entries...)
 			if typePage.Next != "" {
-				page.Next = encodeEverythingCursor(types[i], typePage.Next)
+				page.Next = encodeEverythingCursor(types[i], typePage.Next, total)
 			}
 		}
 	}
@@ -294,27 +302,61 @@ func everythingTypes(only string) []string {
 	return slices.DeleteFunc(types, func(t string) bool { return !slices.Contains(wanted, t) })
 }
 
-// encodeEverythingCursor is the opaque position of a $everything page: a
-// type and the engine's cursor within its compartment search.
-func encodeEverythingCursor(typ, cursor string) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(typ + "\n" + cursor))
+// everythingTotal counts the resources of $everything: the patient when
+// it is one of them, and the matches of each type's compartment search
+// with the same filters as its pages.
+func (s *Server) everythingTotal(ctx context.Context, tenant string, types []string, id string, params url.Values, withPatient bool) (int64, error) {
+	var total int64
+	if withPatient {
+		total = 1
+	}
+	for _, typ := range types {
+		sub := url.Values{"_summary": {"count"}}
+		if typ == "Patient" {
+			sub.Set("_id:not", id)
+		}
+		s.everythingFilters(sub, typ, params)
+		_, page, err := s.compartmentPage(ctx, tenant, typ, id, sub, search.ParseOptions{})
+		if err != nil {
+			return 0, err
+		}
+		total += max(page.Total, 0)
+	}
+	return total, nil
 }
 
-// decodeEverythingCursor returns the index in types and the engine cursor
-// of a position; 0 and "" for the first page.
-func decodeEverythingCursor(v string, types []string) (int, string, error) {
+// encodeEverythingCursor is the opaque position of a $everything page: a
+// type, the engine's cursor within its compartment search and the total
+// the first page counted.
+func encodeEverythingCursor(typ, cursor string, total int64) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(typ + "\n" + cursor + "\n" + strconv.FormatInt(total, 10)))
+}
+
+// decodeEverythingCursor returns the index in types, the engine cursor
+// and the total of a position; 0, "" and -1 (not counted yet) for the
+// first page. A position without a total (an older link) counts again.
+func decodeEverythingCursor(v string, types []string) (int, string, int64, error) {
 	if v == "" {
-		return 0, "", nil
+		return 0, "", -1, nil
 	}
 	bad := fail(http.StatusBadRequest, "value", "the paging cursor is not valid; start again from the first page", "_cursor")
 	raw, err := base64.RawURLEncoding.DecodeString(v)
 	if err != nil {
-		return 0, "", bad
+		return 0, "", 0, bad
 	}
-	typ, cur, ok := strings.Cut(string(raw), "\n")
-	i := slices.Index(types, typ)
-	if !ok || i < 0 {
-		return 0, "", bad
+	parts := strings.Split(string(raw), "\n")
+	if len(parts) != 2 && len(parts) != 3 {
+		return 0, "", 0, bad
 	}
-	return i, cur, nil
+	i := slices.Index(types, parts[0])
+	if i < 0 {
+		return 0, "", 0, bad
+	}
+	total := int64(-1)
+	if len(parts) == 3 {
+		if total, err = strconv.ParseInt(parts[2], 10, 64); err != nil || total < 0 {
+			return 0, "", 0, bad
+		}
+	}
+	return i, parts[1], total, nil
 }
