@@ -57,6 +57,7 @@ var invariantCases = []invariantCase{
 	{"a timing with a duration and no unit", "MedicationRequest", `{"resourceType":"MedicationRequest","status":"active","intent":"order","medicationCodeableConcept":{"text":"x"},"subject":{"reference":"Patient/p"},"dosageInstruction":[{"timing":{"repeat":{"duration":1}}}]}`, "tim-1", "MedicationRequest.dosageInstruction[0].timing.repeat"},
 	{"an organization with neither name nor identifier", "Organization", `{"resourceType":"Organization","active":true}`, "org-1", "Organization"},
 	{"a transaction entry without a request", "Bundle", `{"resourceType":"Bundle","type":"transaction","entry":[{"resource":{"resourceType":"Patient"}}]}`, "bdl-3", "Bundle"},
+	{"a narrative with a script", "Patient", `{"resourceType":"Patient","text":{"status":"generated","div":"<div xmlns=\"http://www.w3.org/1999/xhtml\"><script>alert(1)</script></div>"}}`, "txt-1", "Patient.text.div"},
 	{"a phone number without a system", "Patient", `{"resourceType":"Patient","telecom":[{"value":"555"}]}`, "cpt-2", "Patient.telecom[0]"},
 
 	// ele-1 is checked natively.
