@@ -7,10 +7,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
@@ -84,6 +86,8 @@ type tab struct {
 	e      *env
 	mu     sync.Mutex
 	errors []string
+	// requests counts the requests the page sent to the FHIR API.
+	requests int
 }
 
 func newTab(t *testing.T, e *env) *tab {
@@ -112,6 +116,13 @@ func (tb *tab) listen(ev any) {
 		if ev.ExceptionDetails.Exception != nil {
 			msg += " " + ev.ExceptionDetails.Exception.Description
 		}
+	case *network.EventRequestWillBeSent:
+		if strings.Contains(ev.Request.URL, "/fhir/r4") {
+			tb.mu.Lock()
+			tb.requests++
+			tb.mu.Unlock()
+		}
+		return
 	case *page.EventJavascriptDialogOpening:
 		msg = "a JavaScript dialog opened: " + ev.Message
 		go func() {
@@ -216,6 +227,29 @@ func (tb *tab) screenshot(name string) {
 		tb.t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644); err != nil {
+		tb.t.Fatal(err)
+	}
+}
+
+// fhirRequests is how many requests the page has sent to the FHIR API so far.
+func (tb *tab) fhirRequests() int {
+	tb.mu.Lock()
+	defer tb.mu.Unlock()
+	return tb.requests
+}
+
+// screenshotOf saves the element a CSS selector matches to
+// docs/console/name.png when -screenshots is set.
+func (tb *tab) screenshotOf(sel, name string) {
+	tb.t.Helper()
+	if !*screenshots {
+		return
+	}
+	png, err := chromedp.Run(tb.ctx, chromedp.Screenshot(chromedp.CSS(sel)))
+	if err != nil {
+		tb.t.Fatalf("screenshot %s: %v", name, err)
+	}
+	if err := os.WriteFile(filepath.Join("..", "..", "docs", "console", name+".png"), png, 0o644); err != nil {
 		tb.t.Fatal(err)
 	}
 }

@@ -1,7 +1,7 @@
 // The console: a hash router over a handful of views. Routes:
 //   #/  #/signin  #/search/Type?query  #/r/Type/id[?tab=]  #/r/Type/id/_history/v
-//   #/new/Type  #/edit/Type/id  #/upload  #/export
-import {h, clear, message} from './dom.js';
+//   #/new/Type  #/edit/Type/id  #/upload  #/export  #/chart/patientId
+import {h, clear, message, enc} from './dom.js';
 import * as api from './api.js';
 import {signinView} from './views/signin.js';
 import {homeView} from './views/home.js';
@@ -10,6 +10,7 @@ import {resourceView} from './views/resource.js';
 import {editView} from './views/edit.js';
 import {uploadView} from './views/upload.js';
 import {exportView, exportAvailable} from './views/export.js';
+import {chartView} from './views/chart.js';
 
 // session is what the server said about the signed-in caller (overview).
 export const session = {overview: null, access: new Map(), loadedAt: 0};
@@ -46,7 +47,7 @@ function resumeSession() {
 
 const views = {
   '': homeView, signin: signinView, search: searchView, r: resourceView,
-  new: editView, edit: editView, upload: uploadView, export: exportView,
+  new: editView, edit: editView, upload: uploadView, export: exportView, chart: chartView,
 };
 
 // parseHash splits the location hash into path parts and query.
@@ -80,7 +81,7 @@ function renderWho() {
   clear(who,
     h('span', {class: 'tenant', id: 'tenant', title: 'tenant'}, ov.tenant),
     h('span', {class: 'scopes', id: 'scopes', title: 'scopes of the token'}, ov.scopes.join(' ') || '(no scopes)'),
-    ov.patient ? h('span', {class: 'scopes'}, 'patient ' + ov.patient) : null,
+    ov.patient ? h('a', {class: 'scopes', id: 'my-chart', href: '#/chart/' + enc(ov.patient), title: 'the chart of the token\'s patient'}, 'patient ' + ov.patient) : null,
     h('button', {type: 'button', id: 'signout', onclick: () => { api.signOut(); session.overview = null; renderWho(); go('#/signin'); }}, 'Sign out'));
 }
 

@@ -1,7 +1,7 @@
 // Result columns per resource type; every value is plain text (or a
 // console link built here), never markup from the resource.
 import {h} from './dom.js';
-import {refRoute} from './json.js';
+import {refRoute, chartRoute} from './json.js';
 
 function humanName(n) {
   if (!n) return '';
@@ -47,7 +47,9 @@ function ref(x) {
   if (!x) return '';
   const route = refRoute(x.reference);
   const text = x.display || x.reference || (x.identifier && x.identifier.value) || '';
-  return route ? h('a', {href: route}, text) : text;
+  if (!route) return text;
+  const chart = chartRoute(x.reference);
+  return chart ? h('span', null, h('a', {href: route}, text), h('a', {class: 'chart-link', href: chart}, 'chart')) : h('a', {href: route}, text);
 }
 
 const col = (title, value) => ({title, value});

@@ -17,6 +17,14 @@ export function refRoute(ref) {
   return '#/r/' + enc(m[1]) + '/' + enc(m[2]) + (m[4] ? '/_history/' + enc(m[4]) : '');
 }
 
+// chartRoute is the console route of the chart of a Patient reference,
+// or '' when the reference names no Patient on this server.
+export function chartRoute(ref) {
+  const route = refRoute(ref);
+  const m = /^#\/r\/Patient\/([^/]+)$/.exec(route.replace(/\/_history\/[^/]+$/, ''));
+  return m ? '#/chart/' + m[1] : '';
+}
+
 // lines flattens a value into printable lines.
 export function lines(value, path) {
   const out = [];
@@ -67,6 +75,8 @@ function scalar(l, links) {
   const cls = v === null ? 'null' : typeof v;
   if (links && typeof v === 'string' && (l.key === 'reference' || l.key === 'fullUrl')) {
     const route = refRoute(v);
+    const chart = chartRoute(v);
+    if (route && chart) return h('span', null, h('a', {class: 'ref', href: route}, text), ' ', h('a', {class: 'chart-link', href: chart}, 'chart'));
     if (route) return h('a', {class: 'ref', href: route}, text);
   }
   return h('span', {class: cls}, text);

@@ -66,6 +66,7 @@ async function deletedView(type, id) {
 function actions(type, id, versioned, r) {
   if (versioned) return can(type, 'u') ? h('div', {class: 'actions', id: 'resource-actions'}, restoreButton(type, id, r)) : null;
   const box = h('div', {class: 'actions', id: 'resource-actions'});
+  if (type === 'Patient') box.append(h('a', {class: 'button secondary', id: 'open-chart', href: '#/chart/' + enc(id)}, 'Chart'));
   if (can(type, 'u')) box.append(h('a', {class: 'button', id: 'edit', href: '#/edit/' + enc(type) + '/' + enc(id)}, 'Edit'));
   if (can(type, 'd')) {
     box.append(h('button', {type: 'button', class: 'danger', id: 'delete', onclick: async () => {

@@ -204,7 +204,8 @@ function resultsTable(type, b, ms) {
 
 function resultRow(r, cols) {
   return h('tr', {dataset: {id: r.id}},
-    h('td', null, h('a', {href: '#/r/' + enc(r.resourceType) + '/' + enc(r.id)}, r.id)),
+    h('td', null, h('a', {href: '#/r/' + enc(r.resourceType) + '/' + enc(r.id)}, r.id),
+      r.resourceType === 'Patient' ? h('a', {class: 'chart-link', href: '#/chart/' + enc(r.id)}, 'chart') : null),
     cols.map((c) => h('td', null, c.value(r))),
     h('td', null, r.meta && r.meta.lastUpdated ? new Date(r.meta.lastUpdated).toLocaleString() : ''));
 }
