@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strconv"
 
 	"github.com/gin-gonic/gin"
@@ -12,8 +13,10 @@ import (
 // validateOp serves POST [base]/$validate, [type]/$validate and
 // [type]/[id]/$validate: the resource (sent as is, or as the "resource"
 // parameter of a Parameters with "mode" and "profile") gets every check of
-// a create, or of an update of id, and nothing is stored. At the base the
-// resource names its own type.
+// a create, or of an update of id, and nothing is stored; a profile named
+// by the request (profile in the query or the Parameters) is checked
+// besides those the resource claims. At the base the resource names its
+// own type.
 func (s *Server) validateOp(c *gin.Context, typ, id string) {
 	opts, body, err := s.writeInput(c)
 	if err != nil {
@@ -38,9 +41,8 @@ func (s *Server) validateOp(c *gin.Context, typ, id string) {
 			return
 		}
 	}
-	if err := checkProfile(typ, in.profile); err != nil {
-		s.abort(c, err)
-		return
+	if in.profile != "" {
+		opts.Profiles = []string{in.profile}
 	}
 	switch in.mode {
 	case "create":
@@ -71,24 +73,31 @@ type validation struct {
 	profile  string
 }
 
+// parameter is what $validate reads of a parameter of its input.
+type parameter struct {
+	Name           string          `json:"name"`
+	Resource       json.RawMessage `json:"resource"`
+	ValueCode      string          `json:"valueCode"`
+	ValueURI       string          `json:"valueUri"`
+	ValueCanonical string          `json:"valueCanonical"`
+}
+
 // validateModes are the values of the mode parameter.
 var validateModes = map[string]bool{"create": true, "update": true, "delete": true}
 
 // validateInput unwraps a Parameters body ("resource", "mode" and "profile"
-// parameters); any other body is the resource itself. At [type]/$validate of
-// Parameters the body is always the resource.
+// parameters); any other body is the resource itself. At
+// Parameters/$validate too a Parameters holding a "resource" parameter is
+// the operation's input; one without is the resource to validate.
 func validateInput(typ string, body []byte) (*validation, error) {
 	var in struct {
-		ResourceType string `json:"resourceType"`
-		Parameter    []struct {
-			Name           string          `json:"name"`
-			Resource       json.RawMessage `json:"resource"`
-			ValueCode      string          `json:"valueCode"`
-			ValueURI       string          `json:"valueUri"`
-			ValueCanonical string          `json:"valueCanonical"`
-		} `json:"parameter"`
+		ResourceType string      `json:"resourceType"`
+		Parameter    []parameter `json:"parameter"`
 	}
-	if typ == "Parameters" || json.Unmarshal(body, &in) != nil || in.ResourceType != "Parameters" {
+	if json.Unmarshal(body, &in) != nil || in.ResourceType != "Parameters" {
+		return &validation{resource: body}, nil
+	}
+	if typ == "Parameters" && !slices.ContainsFunc(in.Parameter, func(p parameter) bool { return p.Name == "resource" }) {
 		return &validation{resource: body}, nil
 	}
 	out := &validation{}
@@ -135,14 +144,4 @@ func resourceTypeOf(body []byte) (string, error) {
 		return "", fail(http.StatusBadRequest, "not-supported", "unknown resource type "+quote(head.ResourceType), "resourceType")
 	}
 	return head.ResourceType, nil
-}
-
-// checkProfile refuses a profile the server cannot validate against: it
-// knows the base definitions of R4 only, and the operation must not claim
-// a profile it did not check.
-func checkProfile(typ, profile string) error {
-	if profile == "" || profile == "http://hl7.org/fhir/StructureDefinition/"+typ {
-		return nil
-	}
-	return fail(http.StatusBadRequest, "not-supported", "validation against the profile "+quote(profile)+" is not supported; the server validates against the base R4 definitions", "")
 }

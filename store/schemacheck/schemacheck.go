@@ -1,6 +1,7 @@
-// Package schemacheck puts the official R4 schema (package fhirschema) on
-// the store's write path: every create, update and bundle entry is checked
-// before anything is written.
+// Package schemacheck puts validation on the store's write path: the
+// official R4 schema and invariants (package fhirschema) and the profiles a
+// resource claims (package fhirschema/profile). Every create, update and
+// bundle entry is checked before anything is written.
 package schemacheck
 
 import (
@@ -10,33 +11,83 @@ import (
 	"strings"
 
 	"fhirstore/fhirschema"
+	"fhirstore/fhirschema/profile"
 	"fhirstore/store"
 )
 
-// Validator adapts v to the store's Validator: schema errors become an
-// *store.InvalidError, everything else warnings. Extensions whose
-// definition is a StructureDefinition of the tenant are checked against it.
-func Validator(v *fhirschema.Validator) store.Validator {
-	return func(ctx context.Context, in store.Validation) ([]store.Issue, error) {
-		defs := &tenantExtensions{ctx: ctx, find: in.Find, known: map[string][]string{}, lookedUp: map[string]bool{}}
-		r := v.Validate(in.Type, in.Body, fhirschema.Options{Lenient: in.Lenient, Extensions: defs.types, BestPractice: in.Check})
-		if defs.err != nil {
-			return nil, fmt.Errorf("read extension definitions: %w", defs.err)
-		}
-		var errs, warnings []store.Issue
-		for _, is := range r.Issues {
-			si := store.Issue{Severity: is.Severity, Code: is.Code, Diagnostics: is.Diagnostics, Expression: is.Expression, Key: is.Key, Source: is.Source}
-			if is.Severity == "error" {
-				errs = append(errs, si)
-			} else {
-				warnings = append(warnings, si)
-			}
-		}
-		if len(errs) > 0 {
-			return nil, &store.InvalidError{Issues: append(errs, warnings...)}
-		}
-		return warnings, nil
+// Checker runs the checks of a write in order, stopping at the first
+// layer that refuses: the base structure and core invariants (package
+// fhirschema), then every profile the resource claims (package
+// fhirschema/profile). Safe for concurrent use.
+type Checker struct {
+	base     *fhirschema.Validator
+	profiles *profile.Validator
+	policy   Policy
+}
+
+// Option tunes a Checker.
+type Option func(*Checker)
+
+// WithPolicy sets what writes must do about profiles.
+func WithPolicy(p Policy) Option { return func(c *Checker) { c.policy = p } }
+
+// New returns a Checker validating with v.
+func New(v *fhirschema.Validator, opts ...Option) *Checker {
+	c := &Checker{base: v, profiles: profile.NewValidator()}
+	for _, o := range opts {
+		o(c)
 	}
+	return c
+}
+
+// Validator adapts a Checker on v to the store's Validator: errors become
+// an *store.InvalidError, everything else warnings. Profiles are looked up
+// among the tenant's conformance resources, then the core ones.
+// Extensions whose definition is a StructureDefinition of the tenant are
+// checked against it.
+func Validator(v *fhirschema.Validator, opts ...Option) store.Validator {
+	c := New(v, opts...)
+	core := profile.Core()
+	return func(ctx context.Context, in store.Validation) ([]store.Issue, error) {
+		return c.Check(ctx, in, profile.Merge(in.Definitions, core))
+	}
+}
+
+// Check validates one resource as a write would, with defs for its
+// profiles.
+func (c *Checker) Check(ctx context.Context, in store.Validation, defs profile.Definitions) ([]store.Issue, error) {
+	exts := &tenantExtensions{ctx: ctx, find: in.Find, known: map[string][]string{}, lookedUp: map[string]bool{}}
+	r := c.base.Validate(in.Type, in.Body, fhirschema.Options{Lenient: in.Lenient, Extensions: exts.types, BestPractice: in.Check})
+	if exts.err != nil {
+		return nil, fmt.Errorf("read extension definitions: %w", exts.err)
+	}
+	issues := r.Issues
+	if r.Valid() {
+		more, err := c.checkProfiles(ctx, in, defs)
+		if err != nil {
+			return nil, err
+		}
+		issues = append(issues, more...)
+	}
+	return storeIssues(issues)
+}
+
+// storeIssues splits issues into the error refusing the resource (when
+// any is an error) and warnings.
+func storeIssues(issues []fhirschema.Issue) ([]store.Issue, error) {
+	var errs, warnings []store.Issue
+	for _, is := range issues {
+		si := store.Issue{Severity: is.Severity, Code: is.Code, Diagnostics: is.Diagnostics, Expression: is.Expression, Key: is.Key, Source: is.Source}
+		if is.Severity == "error" || is.Severity == "fatal" {
+			errs = append(errs, si)
+		} else {
+			warnings = append(warnings, si)
+		}
+	}
+	if len(errs) > 0 {
+		return nil, &store.InvalidError{Issues: append(errs, warnings...)}
+	}
+	return warnings, nil
 }
 
 // tenantExtensions finds extension definitions among the tenant's

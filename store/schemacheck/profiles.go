@@ -1,0 +1,142 @@
+package schemacheck
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"fhirstore/fhirschema"
+	"fhirstore/fhirschema/profile"
+	"fhirstore/store"
+)
+
+// baseProfilePrefix starts the URL of every core resource definition: a
+// resource claiming its own base definition has been checked against it.
+const baseProfilePrefix = "http://hl7.org/fhir/StructureDefinition/"
+
+// why says how a profile came to be checked.
+type why int
+
+const (
+	claimed  why = iota // in meta.profile
+	asked               // named by the caller ($validate's profile)
+	required            // required of the type by the policy
+)
+
+// wanted is one profile a resource is checked against.
+type wanted struct {
+	url string
+	why why
+	// at is the FHIRPath of the claim (meta.profile[i]) or of where it
+	// is missing (meta.profile).
+	at string
+}
+
+// checkProfiles validates the resource against every profile it claims,
+// every profile asked for and every profile the policy requires of its
+// type, and reports a required profile that is not claimed.
+func (c *Checker) checkProfiles(ctx context.Context, in store.Validation, defs profile.Definitions) ([]fhirschema.Issue, error) {
+	if !bytes.Contains(in.Body, []byte(`"profile"`)) && len(in.Profiles) == 0 && len(c.policy.required(in.Tenant, in.Type)) == 0 {
+		return nil, nil // nothing to check: spare the decoding
+	}
+	resource, claims := claimedProfiles(in.Body)
+	if resource == nil {
+		return nil, nil // the base validation has said what is wrong
+	}
+	want, issues := c.profilesToCheck(in, claims)
+	if len(want) == 0 {
+		return issues, nil
+	}
+	for _, w := range want {
+		found, err := c.profiles.Validate(ctx, defs, resource, w.url)
+		if errors.Is(err, profile.ErrUnknownProfile) || errors.Is(err, profile.ErrInvalidProfile) {
+			issues = append(issues, c.unusableProfile(in, w, err))
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("validate against %s: %w", w.url, err)
+		}
+		issues = append(issues, found...)
+	}
+	return issues, nil
+}
+
+// claimedProfiles decodes the resource, the profile validator's input,
+// and reads its meta.profile.
+func claimedProfiles(body []byte) (map[string]any, []string) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var r map[string]any
+	if err := dec.Decode(&r); err != nil {
+		return nil, nil
+	}
+	meta, _ := r["meta"].(map[string]any)
+	list, _ := meta["profile"].([]any)
+	claims := make([]string, len(list))
+	for i, p := range list {
+		claims[i], _ = p.(string)
+	}
+	return r, claims
+}
+
+// profilesToCheck lists the profiles to check, each once, and the issue of
+// each required profile the resource does not claim.
+func (c *Checker) profilesToCheck(in store.Validation, claims []string) ([]wanted, []fhirschema.Issue) {
+	var want []wanted
+	var issues []fhirschema.Issue
+	seen := map[string]bool{}
+	add := func(w wanted) {
+		u, _, _ := strings.Cut(w.url, "|")
+		if w.url == "" || seen[u] || u == baseProfilePrefix+in.Type {
+			return
+		}
+		seen[u] = true
+		want = append(want, w)
+	}
+	for i, u := range claims {
+		add(wanted{url: u, why: claimed, at: in.Type + ".meta.profile[" + strconv.Itoa(i) + "]"})
+	}
+	for _, u := range in.Profiles {
+		add(wanted{url: u, why: asked})
+	}
+	for _, u := range c.policy.required(in.Tenant, in.Type) {
+		if !claimsProfile(claims, u) {
+			issues = append(issues, fhirschema.Issue{Severity: "error", Code: "required", Expression: in.Type + ".meta.profile",
+				Diagnostics: fmt.Sprintf("every %s must claim the profile %s in meta.profile (a setting of this server)", in.Type, u)})
+		}
+		add(wanted{url: u, why: required, at: in.Type + ".meta.profile"})
+	}
+	return want, issues
+}
+
+// unusableProfile is the issue of a profile the tenant does not hold, or
+// holds in a form that cannot be used: an error when it was asked for or
+// is required, or when the policy says so; a warning otherwise.
+func (c *Checker) unusableProfile(in store.Validation, w wanted, err error) fhirschema.Issue {
+	what := fmt.Sprintf("the profile %s is unknown to this server", w.url)
+	if errors.Is(err, profile.ErrInvalidProfile) {
+		what = fmt.Sprintf("the profile %s cannot be used (%v)", w.url, err)
+	}
+	is := fhirschema.Issue{Severity: "warning", Code: "not-supported", Expression: w.at, Diagnostics: what + ": the resource was not checked against it"}
+	switch {
+	case w.why != claimed:
+		is.Severity, is.Diagnostics = "error", what
+	case c.policy.unknownIsError(in.Tenant):
+		is.Severity, is.Diagnostics = "error", what+", and this server refuses resources claiming profiles it cannot check"
+	}
+	return is
+}
+
+// claimsProfile reports whether claims hold url, with or without a version.
+func claimsProfile(claims []string, url string) bool {
+	for _, c := range claims {
+		if c == url || strings.HasPrefix(c, url+"|") {
+			return true
+		}
+	}
+	return false
+}
