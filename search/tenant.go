@@ -19,16 +19,99 @@ import (
 // registry reads it (ParseDefinition).
 type Definition struct {
 	def definition
+	// written is the expression as the resource has it.
+	written string
 }
 
-// ParseDefinition reads a SearchParameter resource from its JSON.
+// ParseDefinition reads a SearchParameter resource from its JSON. A
+// choice element its expressions name as JSON does (valueDateTime) is
+// searched as FHIRPath names it (value.ofType(dateTime)) as well.
 func ParseDefinition(body []byte) (*Definition, error) {
 	var d definition
 	if err := json.Unmarshal(body, &d); err != nil {
 		return nil, fmt.Errorf("read SearchParameter: %w", err)
 	}
 	d.tenant = true
-	return &Definition{def: d}, nil
+	written := d.Expression
+	d.Expression = rewriteChoices(d.Expression, lenientChoice)
+	for i := range d.Component {
+		d.Component[i].Expression = rewriteChoices(d.Component[i].Expression, lenientChoice)
+	}
+	return &Definition{def: d, written: written}, nil
+}
+
+// lenientChoice is a choice element named as JSON does in a form that
+// finds it whether its parent has the element so named or the choice.
+func lenientChoice(name, element, typ string) string {
+	return "select(" + name + " | " + element + ".ofType(" + typ + "))"
+}
+
+// strictChoice is the FHIRPath form of a choice element named as JSON does.
+func strictChoice(_, element, typ string) string {
+	return element + ".ofType(" + typ + ")"
+}
+
+// rewriteChoices replaces each identifier of expr that names a choice
+// element with its type (valueDateTime), outside string literals,
+// variables, function names and type specifiers, by form of it.
+func rewriteChoices(expr string, form func(name, element, typ string) string) string {
+	var b strings.Builder
+	for i := 0; i < len(expr); {
+		c := expr[i]
+		switch {
+		case c == '\'' || c == '`':
+			j := closing(expr, i)
+			b.WriteString(expr[i:j])
+			i = j
+		case c == '%' || c == '@' || isIdentStart(c):
+			j := i + 1
+			for j < len(expr) && (isIdentStart(expr[j]) || expr[j] >= '0' && expr[j] <= '9') {
+				j++
+			}
+			name := expr[i:j]
+			el, typ, ok := fhirpath.ChoiceOf(name)
+			if ok && isIdentStart(c) && !strings.HasPrefix(strings.TrimLeft(expr[j:], " "), "(") && !typePosition(expr[:i]) {
+				name = form(name, el, typ)
+			}
+			b.WriteString(name)
+			i = j
+		default:
+			b.WriteByte(c)
+			i++
+		}
+	}
+	return b.String()
+}
+
+func isIdentStart(c byte) bool { return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
+
+// closing is the index after the literal or quoted identifier at i.
+func closing(expr string, i int) int {
+	for j := i + 1; j < len(expr); j++ {
+		switch expr[j] {
+		case '\\':
+			j++
+		case expr[i]:
+			return j + 1
+		}
+	}
+	return len(expr)
+}
+
+// typePosition tells whether what follows before names a type: after is
+// or as, or inside is(), as() or ofType().
+func typePosition(before string) bool {
+	before = strings.TrimRight(before, " ")
+	if rest, ok := strings.CutSuffix(before, "("); ok {
+		before = strings.TrimRight(rest, " ")
+		return strings.HasSuffix(before, "ofType") || strings.HasSuffix(before, "as") || strings.HasSuffix(before, "is")
+	}
+	for _, kw := range []string{"is", "as"} {
+		if rest, ok := strings.CutSuffix(before, kw); ok && (rest == "" || !isIdentStart(rest[len(rest)-1])) {
+			return true
+		}
+	}
+	return false
 }
 
 // URL is the canonical URL of the definition.
@@ -87,7 +170,7 @@ func (r *Registry) Check(d *Definition) (warnings []DefinitionIssue, err error) 
 	if _, builtin := b.defs[d.def.URL]; !d.Active() || builtin {
 		return nil, nil
 	}
-	c := &defCheck{r: r, b: b, d: d.def}
+	c := &defCheck{r: r, b: b, d: d.def, written: d.written}
 	c.required()
 	if len(c.errs) == 0 {
 		c.code()
@@ -106,6 +189,7 @@ func (r *Registry) Check(d *Definition) (warnings []DefinitionIssue, err error) 
 type defCheck struct {
 	r, b        *Registry // the tenant's registry and the built-in one
 	d           definition
+	written     string // the expression as written (d has its lenient form)
 	errs, warns []DefinitionIssue
 }
 
@@ -175,15 +259,18 @@ func (c *defCheck) bases() {
 // expression compiles the expression's branches of each base and
 // evaluates them, strictly, on an empty resource of that type: a path
 // that starts at another type or names an element the type does not have
-// is refused, as is anything the engine cannot compile.
+// is refused, as is anything the engine cannot compile. A choice element
+// named as JSON does passes when its FHIRPath form does.
 func (c *defCheck) expression() {
 	for _, base := range c.d.Base {
 		if !c.b.types[base] {
 			continue
 		}
-		src := branchesFor(c.d.Expression, base, c.d.Base)
-		if err := checkExpression(base, src); err != nil {
-			c.fail("expression", "%s: %v", base, err)
+		if err := checkExpression(base, branchesFor(c.written, base, c.d.Base)); err != nil {
+			strict := rewriteChoices(c.written, strictChoice)
+			if strict == c.written || checkExpression(base, branchesFor(strict, base, c.d.Base)) != nil {
+				c.fail("expression", "%s: %v", base, err)
+			}
 		}
 	}
 }

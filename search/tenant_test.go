@@ -313,3 +313,37 @@ func TestTenantSignaturesChangeWithWhatTheValuesDependOn(t *testing.T) {
 		t.Error("the built-in registry has tenant parameters")
 	}
 }
+
+func TestChoiceElementsNamedAsJSONDoAreSearched(t *testing.T) {
+	r := newRegistry(t)
+	for _, c := range []struct {
+		name       string
+		base, expr string
+		typ        string
+		resource   string
+		want       bool
+	}{
+		{"an extension's value", "Condition", "Condition.extension.where(url = 'http://hl7.org/fhir/StructureDefinition/condition-assertedDate').valueDateTime", "date",
+			`{"resourceType":"Condition","extension":[{"url":"http://hl7.org/fhir/StructureDefinition/condition-assertedDate","valueDateTime":"2016-08-10"}]}`, true},
+		{"a choice of the resource", "Patient", "Patient.deceasedDateTime", "date", `{"resourceType":"Patient","deceasedDateTime":"2020-01-01"}`, true},
+		{"another type of the choice", "Patient", "Patient.deceasedDateTime", "date", `{"resourceType":"Patient","deceasedBoolean":true}`, false},
+		{"an element whose name looks like one", "Consent", "Consent.dateTime", "date", `{"resourceType":"Consent","dateTime":"2020-01-01"}`, true},
+		{"a type specifier", "Patient", "Patient.deceased.ofType(dateTime)", "date", `{"resourceType":"Patient","deceasedDateTime":"2020-01-01"}`, true},
+		{"a quoted name", "Patient", "Patient.extension.where(url = 'valueDateTime').value", "string", `{"resourceType":"Patient","extension":[{"url":"valueDateTime","valueString":"x"}]}`, true},
+	} {
+		d := sp(t, map[string]any{"base": []string{c.base}, "expression": c.expr, "type": c.typ})
+		if _, err := r.Check(d); err != nil {
+			t.Errorf("%s: refused: %v", c.name, err)
+			continue
+		}
+		var res map[string]any
+		if err := json.Unmarshal([]byte(c.resource), &res); err != nil {
+			t.Fatal(err)
+		}
+		idx, _ := r.With([]*search.Definition{d}).Extract(c.base, res)
+		got := slices.ContainsFunc(idx, func(e bson.E) bool { return e.Key == "x" })
+		if got != c.want {
+			t.Errorf("%s: values %v, want some: %v", c.name, idx, c.want)
+		}
+	}
+}

@@ -37,6 +37,14 @@ func (s *Server) searchType(c *gin.Context, typ string) {
 		s.abort(c, err)
 		return
 	}
+	warning, err := s.reindexingOutcome(c, q)
+	if err != nil {
+		s.abort(c, err)
+		return
+	}
+	if warning != nil {
+		b.Entry = append([]searchEntry{*warning}, b.Entry...)
+	}
 	writeJSON(c, http.StatusOK, b)
 }
 
@@ -49,6 +57,10 @@ func (s *Server) runSearch(c *gin.Context, typ string, params url.Values, opts s
 	if err != nil {
 		return nil, nil, err
 	}
+	reg, err := s.registry(c)
+	if err != nil {
+		return nil, nil, err
+	}
 	if id := params.Get("_list"); id != "" {
 		members, err := s.listMembers(c, id)
 		if err != nil {
@@ -57,7 +69,7 @@ func (s *Server) runSearch(c *gin.Context, typ string, params url.Values, opts s
 		params = cloneValues(params)
 		params.Del("_list")
 		if len(members[typ]) == 0 { // parse the rest for its errors and answer nothing
-			q, err := s.cfg.Registry.Parse(typ, params, opts)
+			q, err := reg.Parse(typ, params, opts)
 			return q, emptyPage(q), searchError(err)
 		}
 		params.Add("_id", strings.Join(members[typ], ","))
@@ -72,7 +84,7 @@ func (s *Server) runSearch(c *gin.Context, typ string, params url.Values, opts s
 	if g == auth.PatientOnly && hasReverseChain(params) {
 		return nil, nil, fail(http.StatusForbidden, "forbidden", "_has is not available to a patient scope on "+typ, "_has")
 	}
-	q, err := s.cfg.Registry.Parse(typ, params, opts)
+	q, err := reg.Parse(typ, params, opts)
 	if err != nil {
 		return nil, nil, searchError(err)
 	}

@@ -36,7 +36,11 @@ func (s *Store) matchCondition(ctx context.Context, tenant, typ, condition strin
 			return nil, syntaxIssue("invalid", fmt.Sprintf("%s cannot be part of search criteria", name), "")
 		}
 	}
-	q, err := s.opts.Registry.Parse(typ, values, search.ParseOptions{Strict: true})
+	reg, err := s.Registry(ctx, tenant)
+	if err != nil {
+		return nil, err
+	}
+	q, err := reg.Parse(typ, values, search.ParseOptions{Strict: true})
 	if err != nil {
 		var se *search.Error
 		if errors.As(err, &se) {

@@ -39,6 +39,10 @@ const searchIndexLease = "searchIndex"
 // renewal (a batch renews it), how often it logs its progress, and how
 // often a search that finds a parameter still being re-indexed may ask
 // this process to take the job over (its owner may have stopped).
+// FaultReindexBatch is the fault point (Options.Fault) before each batch
+// of a re-indexing job: an error stops the job there, as a crash would.
+const FaultReindexBatch = "searchindex.batch"
+
 const (
 	searchIndexLeaseTTL  = 2 * time.Minute
 	searchIndexLogEvery  = 10 * time.Second
@@ -255,6 +259,9 @@ func (s *Store) indexJobBatches(ctx context.Context, tenant string, coll engine.
 		}
 		if !maps.Equal(tr.reg.TenantSignatures(st.Type), job.Target) {
 			return errRegistryMoved
+		}
+		if err := s.fault(FaultReindexBatch); err != nil {
+			return err
 		}
 		n, last, err := s.reindexBatch(ctx, coll, tr.reg, st.Type, job.After)
 		if err != nil {

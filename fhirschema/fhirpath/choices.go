@@ -25,3 +25,21 @@ var choiceNames = map[string]bool{
 	"substance": true, "target": true, "time": true, "timing": true, "topic": true, "used": true,
 	"value": true, "when": true,
 }
+
+// ChoiceOf splits name, a choice element named with its type as JSON
+// names it (valueDateTime, onsetPeriod), into the element and the type
+// (value, dateTime); ok is false for a name that names no choice element
+// so. FHIRPath navigates a choice by its element name only
+// (value.ofType(dateTime)); search parameters of implementation guides
+// often use the JSON name.
+func ChoiceOf(name string) (element, typ string, ok bool) {
+	for i := 1; i < len(name); i++ {
+		if name[i] < 'A' || name[i] > 'Z' || !choiceNames[name[:i]] {
+			continue
+		}
+		if t, ok := choiceType(name[i:]); ok {
+			return name[:i], t, true
+		}
+	}
+	return "", "", false
+}
