@@ -254,6 +254,29 @@ func (tb *tab) screenshotOf(sel, name string) {
 	}
 }
 
+// screenshotTop saves the top of the page, width by height pixels, to
+// docs/console/name.png when -screenshots is set; prepare, when not nil,
+// runs once the window has that size (to hover something, say).
+func (tb *tab) screenshotTop(name string, width, height int64, prepare func()) {
+	tb.t.Helper()
+	if !*screenshots {
+		return
+	}
+	tb.do("resize for "+name, chromedp.EmulateViewport(width, height), chromedp.Evaluate[chromedp.Void](`window.scrollTo(0, 0)`))
+	if prepare != nil {
+		prepare()
+		tb.do("scroll up", chromedp.Evaluate[chromedp.Void](`window.scrollTo(0, 0)`))
+	}
+	png, err := chromedp.Run(tb.ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		tb.t.Fatalf("screenshot %s: %v", name, err)
+	}
+	tb.do("restore the window", chromedp.EmulateReset())
+	if err := os.WriteFile(filepath.Join("..", "..", "docs", "console", name+".png"), png, 0o644); err != nil {
+		tb.t.Fatal(err)
+	}
+}
+
 // jsString quotes s as a JavaScript string literal (JSON escapes <, > and
 // the line separators too).
 func jsString(s string) string {

@@ -416,7 +416,11 @@ func TestBrowserChartOfTheRichestSyntheaPatient(t *testing.T) {
 				t.Errorf("%s: the table has %d rows, want %d (one per time of reading)", r.button, got, len(times))
 			}
 		}
-		tb.screenshot("patient-chart")
+		tb.screenshotTop("patient-chart", 1280, 1500, func() {
+			tb.do("hover a point", chromedp.MouseEvent(chromedp.MouseMoved, 1, 1))
+			x, y := tb.center("#vital-bp a.pt:nth-last-of-type(4) .dot")
+			tb.do("hover a point", chromedp.MouseEvent(chromedp.MouseMoved, x, y))
+		})
 	})
 
 	t.Run("labs", func(t *testing.T) {
@@ -473,7 +477,6 @@ func TestBrowserChartOfTheRichestSyntheaPatient(t *testing.T) {
 		if got := tb.count("#timeline a.mark"); got != marks {
 			t.Errorf("the timeline shows %d marks, want %d", got, marks)
 		}
-		tb.screenshotOf("#timeline-card", "patient-timeline")
 		span := func() int64 {
 			return eval[int64](tb, `+document.querySelector('#timeline').dataset.t1 - +document.querySelector('#timeline').dataset.t0`)
 		}
@@ -485,6 +488,18 @@ func TestBrowserChartOfTheRichestSyntheaPatient(t *testing.T) {
 		}
 		if got := tb.count("#timeline a.mark"); got >= marks || got == 0 {
 			t.Errorf("zoomed in, the timeline shows %d of %d marks", got, marks)
+		}
+		for range 8 {
+			tb.click("#pan-later")
+		}
+		if got := eval[int64](tb, `+document.querySelector('#timeline').dataset.t1`); got < latest {
+			t.Errorf("panned to the end, the timeline stops at %d, before the latest reading %d", got, latest)
+		}
+		if *screenshots {
+			tb.do("mark the last encounter", chromedp.Evaluate[chromedp.Void](`[...document.querySelectorAll('#timeline a.mark.encounters')].pop().classList.add('last')`))
+			x, y := tb.center(`#timeline a.mark.encounters.last .shape`)
+			tb.do("hover a mark", chromedp.MouseEvent(chromedp.MouseMoved, x, y))
+			tb.screenshotOf("#timeline-card", "patient-timeline")
 		}
 		tb.click("#zoom-reset")
 		if got := span(); got != full {

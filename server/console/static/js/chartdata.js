@@ -18,7 +18,7 @@ export const VITALS = [
   {key: 'weight', title: 'Body weight', short: 'Weight', unit: 'kg', series: [{key: 'weight', label: 'Body weight', codes: ['29463-7', '3141-9']}]},
   {key: 'bmi', title: 'BMI', short: 'BMI', unit: 'kg/m2', series: [{key: 'bmi', label: 'BMI', codes: ['39156-5']}]},
   {key: 'temp', title: 'Body temperature', short: 'Temp.', unit: 'Cel', series: [{key: 'temp', label: 'Body temperature', codes: ['8310-5', '8331-1']}]},
-  {key: 'spo2', title: 'Oxygen saturation', short: 'SpO₂', unit: '%', series: [{key: 'spo2', label: 'Oxygen saturation', codes: ['2708-6', '59408-5']}]},
+  {key: 'spo2', title: 'Oxygen saturation', short: 'SpO₂', unit: '%', bounds: [0, 100], series: [{key: 'spo2', label: 'Oxygen saturation', codes: ['2708-6', '59408-5']}]},
 ];
 
 // UNITS are the units a vital sign may come in: a kind (only units of one
@@ -219,7 +219,7 @@ function chartOf(c, readings) {
     series.find((s) => s.key === r.series).points.push(p);
   }
   for (const s of series) s.points.sort((a, b) => a.t - b.t || (a.id < b.id ? -1 : 1));
-  return {key: c.key, title: c.title, short: c.short, unit, unitLabel: unitLabel(unit), series,
+  return {key: c.key, title: c.title, short: c.short, bounds: unit === '%' ? c.bounds : undefined, unit, unitLabel: unitLabel(unit), series,
     converted: [...converted].map(([u, n]) => ({from: unitLabel(u), count: n}))};
 }
 
@@ -327,15 +327,15 @@ function periodTimes(p) {
 // TIMELINE_LANES are the rows of the timeline, with where each type keeps
 // its date and how a mark is named.
 export const TIMELINE_LANES = [
-  {key: 'encounters', type: 'Encounter', title: 'Encounters', when: (r) => periodTimes(r.period),
+  {key: 'encounters', type: 'Encounter', title: 'Encounters', shape: 'circle', when: (r) => periodTimes(r.period),
     label: (r) => conceptText(r.type) || (r.class && (r.class.display || r.class.code)) || 'Encounter'},
-  {key: 'conditions', type: 'Condition', title: 'Condition onsets',
+  {key: 'conditions', type: 'Condition', title: 'Condition onsets', shape: 'diamond',
     when: (r) => r.onsetPeriod ? periodTimes(r.onsetPeriod).slice(0, 1) : [parseTime(r.onsetDateTime || r.recordedDate)],
     label: (r) => conceptText(r.code) || 'Condition'},
-  {key: 'procedures', type: 'Procedure', title: 'Procedures',
+  {key: 'procedures', type: 'Procedure', title: 'Procedures', shape: 'square',
     when: (r) => r.performedPeriod ? periodTimes(r.performedPeriod) : [parseTime(r.performedDateTime)],
     label: (r) => conceptText(r.code) || 'Procedure'},
-  {key: 'immunizations', type: 'Immunization', title: 'Immunizations', when: (r) => [parseTime(r.occurrenceDateTime)],
+  {key: 'immunizations', type: 'Immunization', title: 'Immunizations', shape: 'triangle', when: (r) => [parseTime(r.occurrenceDateTime)],
     label: (r) => conceptText(r.vaccineCode) || 'Immunization'},
 ];
 

@@ -138,7 +138,7 @@ function hoverable(a, tip, lines, x, y) {
 // domain [t0, t1]: both axes, each point's reference range shaded from it
 // to the next point, one line per series, and one linked point per
 // reading that shows tip(series, point) on hover. opts: {label, series,
-// domain, href(point), tip(series, point), describe(series, point)}.
+// domain, bounds?, href(point), tip(series, point), describe(series, point)}.
 export function lineChart(opts) {
   const W = 560, H = 190, M = {l: 46, r: 14, t: 10, b: 26};
   const points = opts.series.flatMap((ser) => ser.points);
@@ -152,7 +152,12 @@ export function lineChart(opts) {
       if (typeof b === 'number' && b > min - span && b < max + span) { min = Math.min(min, b); max = Math.max(max, b); }
     }
   }
-  const {lo, hi, ticks} = niceTicks(min, max, 4);
+  let {lo, hi, ticks} = niceTicks(min, max, 4);
+  if (opts.bounds) { // a percentage stops at 100
+    lo = Math.max(lo, opts.bounds[0]);
+    hi = Math.min(hi, opts.bounds[1]);
+    ticks = ticks.filter((v) => v >= lo && v <= hi);
+  }
   const [t0, t1] = opts.domain;
   const x = linear(t0, t1, M.l, W - M.r);
   const y = linear(lo, hi, H - M.b, M.t);
@@ -201,13 +206,22 @@ export function sparkline(points, label) {
   return svg;
 }
 
+// SHAPES are the marks of a point in time, one per lane, so that lanes
+// differ by more than their colour.
+const SHAPES = {
+  circle: (x, y) => s('circle', {class: 'shape', cx: x, cy: y, r: 5}),
+  diamond: (x, y) => s('path', {class: 'shape', d: 'M' + x + ' ' + (y - 6.5) + 'l6.5 6.5l-6.5 6.5l-6.5 -6.5z'}),
+  square: (x, y) => s('rect', {class: 'shape', x: x - 4.5, y: y - 4.5, width: 9, height: 9}),
+  triangle: (x, y) => s('path', {class: 'shape', d: 'M' + x + ' ' + (y - 6) + 'l6 11h-12z'}),
+};
+
 // timelineChart draws marks ({lane, t0, t1, label, type, id}) in lanes
 // along one time axis that zooms (the buttons, or Ctrl and the mouse
 // wheel) and pans (dragging); each mark links to href(mark) and shows
 // tip(mark) on hover. It returns the element with zoom(factor, at),
 // pan(ms) and reset() for the buttons.
 export function timelineChart(opts) {
-  const LANE = 26, TOP = 26, LEFT = 128, W = 1100;
+  const LANE = 26, TOP = 26, LEFT = 176, W = 1100;
   const H = TOP + opts.lanes.length * LANE + 6;
   const ts = opts.marks.flatMap((m) => [m.t0, m.t1]);
   let full = ts.length ? [Math.min(...ts), Math.max(...ts)] : [Date.now() - 365 * DAY, Date.now()];
@@ -235,9 +249,9 @@ export function timelineChart(opts) {
       const lane = laneIndex.get(m.lane);
       const yc = TOP + lane * LANE + LANE / 2;
       const xa = Math.max(LEFT, x(m.t0)), xb = Math.min(W - 8, x(m.t1));
-      const shape = m.t1 - m.t0 > 0 && xb - xa >= 4
+      const shape = m.t1 - m.t0 > 0 && xb - xa >= 6
         ? s('rect', {class: 'shape', x: round(xa), y: yc - 6, width: round(xb - xa), height: 12, rx: 2})
-        : s('circle', {class: 'shape', cx: round(x(m.t0)), cy: yc, r: 5});
+        : SHAPES[opts.lanes[lane].shape || 'circle'](round(x(m.t0)), yc);
       const a = s('a', {class: 'mark ' + m.lane, href: opts.href(m), 'aria-label': opts.tip(m).join(', '), dataset: {type: m.type, id: m.id, t: m.t0}},
         s('circle', {class: 'hit', cx: round((xa + xb) / 2), cy: yc, r: 9}), shape);
       shown.push(hoverable(a, tip, opts.tip(m), round((xa + xb) / 2), yc));

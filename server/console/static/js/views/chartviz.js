@@ -101,7 +101,7 @@ function vitalFigure(c, whole, domain) {
   const label = (s, p) => s.label + ' ' + fmtValue(p.value, c.unitLabel) + ' on ' + fmtWhen(p.t);
   fig.append(lineChart({
     label: c.title + ': ' + n + ' reading' + (n === 1 ? '' : 's') + (latest ? ', latest ' + latest.text : ''),
-    series: c.series, domain, href: (p) => obsRoute(p.id), describe: label,
+    series: c.series, domain, bounds: c.bounds, href: (p) => obsRoute(p.id), describe: label,
     tip: (s, p) => [
       (c.series.length > 1 ? s.label + ' ' : '') + fmtValue(p.value, c.unitLabel),
       fmtWhen(p.t),
@@ -171,7 +171,7 @@ export function labsSection(lab, error) {
     return box;
   }
   const skipped = lab.groups.filter((g, i) => !printed(g, i)).length;
-  box.append(h('table', {class: 'labs', id: 'labs'},
+  box.append(h('div', {class: 'labs-box'}, h('table', {class: 'labs', id: 'labs'},
     h('thead', null, h('tr', null, h('th', {scope: 'col'}, 'Test'), h('th', {scope: 'col', class: 'num'}, 'Latest'), h('th', {scope: 'col'}, 'Flag'),
       h('th', {scope: 'col'}, 'Date'), h('th', {scope: 'col'}, 'Trend'), h('th', {scope: 'col', class: 'num'}, 'Results'))),
     h('tbody', null, lab.groups.map((g, i) => {
@@ -188,7 +188,7 @@ export function labsSection(lab, error) {
         h('td', {class: 'num'}, String(g.count)));
     })),
     skipped ? h('tfoot', {class: 'print-only'}, h('tr', null, h('td', {colspan: 6, class: 'muted'},
-      skipped + ' older results without a flag are on screen only.'))) : null));
+      skipped + ' older results without a flag are on screen only.'))) : null)));
   return box;
 }
 
@@ -201,7 +201,7 @@ const printed = (g, i) => i < PRINT_LABS || Boolean(g.flag && g.flag.kind !== 'n
 // timelineSection puts the record on one zoomable time axis.
 export function timelineSection(tl, sections) {
   const box = h('section', {class: 'card timeline-card', id: 'timeline-card'}, h('h2', null, 'Timeline'));
-  const lanes = data.TIMELINE_LANES.map((l) => ({key: l.key, title: l.title + ' (' + tl.marks.filter((m) => m.lane === l.key).length + ')'}));
+  const lanes = data.TIMELINE_LANES.map((l) => ({key: l.key, shape: l.shape, title: l.title + ' (' + tl.marks.filter((m) => m.lane === l.key).length + ')'}));
   const refusedLanes = data.TIMELINE_LANES.filter((l) => sections[l.key] && sections[l.key].error);
   const refusedNote = refusedLanes.length ? h('p', {class: 'muted refused'}, 'Not on the timeline (the token may not read them): ' + refusedLanes.map((l) => l.type).join(', ') + '.') : null;
   if (!tl.marks.length) {
