@@ -12,11 +12,15 @@ import (
 )
 
 // capabilities serves the CapabilityStatement. It needs no token so that
-// clients can discover the server before they authenticate.
+// clients can discover the server before they authenticate; with a token
+// of the host's tenant it shows the tenant's profiles too.
 func (s *Server) capabilities(c *gin.Context) {
 	cs := s.capabilityStatement(baseURL(c), s.publicRegistry(c))
 	cs["rest"].([]map[string]any)[0]["security"] = securityStatement(c)
 	s.exportCapabilities(cs)
+	if tenant, ok := s.capabilityTenant(c); ok {
+		s.addSupportedProfiles(c.Request.Context(), cs, tenant)
+	}
 	s.viewCapabilities(cs)
 	writeJSON(c, http.StatusOK, cs)
 }

@@ -4,12 +4,18 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
+	"path"
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"go.uber.org/zap"
 
 	"fhirstore/fhirschema/igpackage"
 	"fhirstore/server"
+	"fhirstore/server/auth"
 	"fhirstore/store"
 	"fhirstore/store/schemacheck"
 )
@@ -118,8 +124,9 @@ func outcomeIssues(t testing.TB, r *response) []map[string]any {
 // example returns a US Core 6.1.0 example, decoded, to change.
 func example(t testing.TB, file string) map[string]any {
 	t.Helper()
-	for _, f := range usCorePackage(t, "6.1.0").Examples {
-		if f.Path == "package/example/"+file {
+	p := usCorePackage(t, "6.1.0")
+	for _, f := range append(p.Examples[:len(p.Examples):len(p.Examples)], p.Resources...) {
+		if path.Clean("package/example/"+file) == f.Path {
 			r, err := f.Decode()
 			if err != nil {
 				t.Fatal(err)
@@ -186,6 +193,236 @@ func TestWritesBreakingAClaimedProfileAreRefusedAtTheElement(t *testing.T) {
 			if got := e.get("/" + typ + "/" + id); got.Status != http.StatusNotFound {
 				t.Fatalf("the refused resource was stored: %d", got.Status)
 			}
+		})
+	}
+}
+
+// sibling is a second server on the env's database and tenant, as another
+// instance behind the same load balancer (or the same one restarted).
+func (e *env) sibling() *env {
+	e.t.Helper()
+	st := db.Open(e.t, db.Options())
+	h := server.New(e.cfg, st, auth.HS256{Key: testKey, Issuer: auth.DevIssuer, Leeway: time.Minute}, zap.NewNop())
+	srv := httptest.NewServer(h)
+	e.t.Cleanup(srv.Close)
+	return &env{t: e.t, srv: srv, store: st, tenant: e.tenant, token: e.token, cfg: e.cfg, h: h}
+}
+
+const requireIdentifier = "http://example.org/fhir/StructureDefinition/identified-patient"
+
+// identifiedPatient is a profile with a snapshot: a Patient needs an
+// identifier.
+func identifiedPatient(t testing.TB) string {
+	t.Helper()
+	sd := example(t, "../StructureDefinition-us-core-patient.json")
+	sd["id"], sd["url"], sd["name"], sd["title"] = "identified-patient", requireIdentifier, "IdentifiedPatient", "Identified patient"
+	delete(sd, "version")
+	return toJSON(t, sd)
+}
+
+// TestProfilesTakeEffectOnEveryServerAsSoonAsWritten: a profile written
+// through one server refuses a resource at once on another server of the
+// same database, and a new server started afterwards knows it too.
+func TestProfilesTakeEffectOnEveryServerAsSoonAsWritten(t *testing.T) {
+	one := newEnv(t)
+	other := one.sibling()
+	bad := `{"resourceType":"Patient","meta":{"profile":["` + requireIdentifier + `"]},"gender":"male"}`
+	if r := other.post("/Patient", bad); r.Status != http.StatusCreated {
+		t.Fatalf("before the profile: %d %s", r.Status, r.Body)
+	}
+	if r := one.put("/StructureDefinition/identified-patient", identifiedPatient(t)); r.Status != http.StatusCreated {
+		t.Fatalf("write the profile: %d %s", r.Status, r.Body)
+	}
+	wantOutcome(t, other.post("/Patient", bad), http.StatusUnprocessableEntity, "Patient.identifier")
+	wantOutcome(t, one.sibling().post("/Patient", bad), http.StatusUnprocessableEntity, "Patient.identifier")
+	if r := one.do(request{Method: http.MethodDelete, Path: "/StructureDefinition/identified-patient"}); r.Status/100 != 2 {
+		t.Fatalf("delete the profile: %d %s", r.Status, r.Body)
+	}
+	if r := other.post("/Patient", bad); r.Status != http.StatusCreated {
+		t.Fatalf("after the profile is deleted: %d %s", r.Status, r.Body)
+	}
+}
+
+// TestValidateChecksTheProfileTheRequestNames: $validate with profile (in
+// the query or the Parameters) checks that profile besides those claimed.
+func TestValidateChecksTheProfileTheRequestNames(t *testing.T) {
+	e := newEnv(t)
+	e.install(usCorePackage(t, "6.1.0"))
+	patient := example(t, "Patient-example.json")
+	delete(patient, "meta")
+	delete(patient, "identifier")
+	body := toJSON(t, patient)
+	const uc = "http://hl7.org/fhir/us/core/StructureDefinition/us-core-patient"
+	params := `{"resourceType":"Parameters","parameter":[{"name":"resource","resource":` + body + `},{"name":"profile","valueCanonical":"` + uc + `"}]}`
+	tests := []struct {
+		name, path, body string
+		status           int
+		where            string
+	}{
+		{"the profile in the query", "/Patient/$validate?profile=" + uc, body, 422, "Patient.identifier"},
+		{"the profile in the Parameters", "/Patient/$validate", params, 422, "Patient.identifier"},
+		{"the profile at the base", "/$validate", params, 422, "Patient.identifier"},
+		{"no profile: the base definition only", "/Patient/$validate", body, 200, ""},
+		{"an unknown profile named by the request", "/Patient/$validate?profile=http://example.org/nothing", body, 422, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := e.post(tt.path, tt.body)
+			if tt.status == http.StatusOK {
+				if r.Status != http.StatusOK || strings.Contains(string(r.Body), `"severity":"error"`) {
+					t.Fatalf("%d %s", r.Status, r.Body)
+				}
+				return
+			}
+			wantOutcome(t, r, tt.status, tt.where)
+		})
+	}
+}
+
+// TestParametersValidateTakesTheResourceParameter: at Parameters/$validate
+// a Parameters holding a resource parameter is the operation's input; one
+// without is the Parameters to validate.
+func TestParametersValidateTakesTheResourceParameter(t *testing.T) {
+	e := newEnv(t)
+	inner := `{"resourceType":"Parameters","parameter":[{"name":"x","valueBoolean":"yes"}]}`
+	tests := []struct {
+		name, body string
+		status     int
+		where      string
+	}{
+		{"the resource parameter is validated", `{"resourceType":"Parameters","parameter":[{"name":"resource","resource":` + inner + `}]}`, 422, "Parameters.parameter[0].value"},
+		{"a valid resource parameter", `{"resourceType":"Parameters","parameter":[{"name":"resource","resource":{"resourceType":"Parameters","parameter":[{"name":"x","valueBoolean":true}]}}]}`, 200, ""},
+		{"without a resource parameter the body is the resource", inner, 422, "Parameters.parameter[0].value"},
+		{"the resource parameter names another type", `{"resourceType":"Parameters","parameter":[{"name":"resource","resource":{"resourceType":"Patient"}}]}`, 400, "resourceType"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := e.post("/Parameters/$validate", tt.body)
+			if tt.status == http.StatusOK {
+				if r.Status != http.StatusOK {
+					t.Fatalf("%d %s", r.Status, r.Body)
+				}
+				return
+			}
+			wantOutcome(t, r, tt.status, tt.where)
+		})
+	}
+}
+
+// TestUnknownAndRequiredProfilesFollowTheTenantsPolicy: a profile the
+// tenant does not know is a warning unless its policy makes it an error;
+// a policy may require a profile of every resource of a type.
+func TestUnknownAndRequiredProfilesFollowTheTenantsPolicy(t *testing.T) {
+	const unknown = "http://example.org/fhir/StructureDefinition/unknown"
+	claiming := func(profiles ...string) string {
+		return toJSON(t, map[string]any{"resourceType": "Patient", "meta": map[string]any{"profile": profiles}, "identifier": []any{map[string]any{"system": "urn:x", "value": "1"}}, "name": []any{map[string]any{"family": "Doe"}}, "gender": "female"})
+	}
+	lenient := newEnv(t)
+	r := lenient.do(request{Method: http.MethodPost, Path: "/Patient", Body: claiming(unknown), Header: map[string]string{"Prefer": "return=OperationOutcome"}})
+	if r.Status != http.StatusCreated || !strings.Contains(string(r.Body), unknown) || !strings.Contains(string(r.Body), `"severity":"warning"`) {
+		t.Fatalf("an unknown profile by default: %d %s", r.Status, r.Body)
+	}
+
+	strict := newEnv(t, withPolicy("error", ""))
+	wantOutcome(t, strict.post("/Patient", claiming(unknown)), http.StatusUnprocessableEntity, "Patient.meta.profile[0]")
+	other := newEnv(t, withPolicy("warning,"+strict.tenant+"=error", ""))
+	if r := other.post("/Patient", claiming(unknown)); r.Status != http.StatusCreated {
+		t.Fatalf("another tenant's policy applied: %d %s", r.Status, r.Body)
+	}
+
+	required := newEnv(t, withPolicy("", "Patient="+requireIdentifier))
+	if r := required.put("/StructureDefinition/identified-patient", identifiedPatient(t)); r.Status != http.StatusCreated {
+		t.Fatalf("write the profile: %d %s", r.Status, r.Body)
+	}
+	wantOutcome(t, required.post("/Patient", claiming()), http.StatusUnprocessableEntity, "Patient.meta.profile")
+	if r := required.post("/Patient", claiming(requireIdentifier)); r.Status != http.StatusCreated {
+		t.Fatalf("a Patient claiming the required profile: %d %s", r.Status, r.Body)
+	}
+	if r := required.post("/Observation", `{"resourceType":"Observation","status":"final","code":{"text":"x"}}`); r.Status != http.StatusCreated {
+		t.Fatalf("another type: %d %s", r.Status, r.Body)
+	}
+}
+
+// TestCapabilityStatementListsTheTenantsProfiles: the types' supported
+// profiles are the tenant's, shown to callers with a token of the tenant.
+func TestCapabilityStatementListsTheTenantsProfiles(t *testing.T) {
+	e := newEnv(t)
+	e.install(usCorePackage(t, "6.1.0"))
+	supported := func(r *response, typ string) []any {
+		var cs struct {
+			Rest []struct {
+				Resource []struct {
+					Type             string `json:"type"`
+					SupportedProfile []any  `json:"supportedProfile"`
+				} `json:"resource"`
+			} `json:"rest"`
+		}
+		if err := json.Unmarshal(r.Body, &cs); err != nil || len(cs.Rest) == 0 {
+			t.Fatalf("%d %s", r.Status, r.Body)
+		}
+		for _, res := range cs.Rest[0].Resource {
+			if res.Type == typ {
+				return res.SupportedProfile
+			}
+		}
+		return nil
+	}
+	got := supported(e.get("/metadata"), "Observation")
+	if !slicesContain(got, "http://hl7.org/fhir/us/core/StructureDefinition/us-core-blood-pressure") || slicesContain(got, "http://hl7.org/fhir/us/core/StructureDefinition/us-core-patient") {
+		t.Fatalf("Observation's supported profiles: %v", got)
+	}
+	if got := supported(e.do(request{Method: http.MethodGet, Path: "/metadata", Token: e2eStr("")}), "Patient"); len(got) != 0 {
+		t.Fatalf("a caller without a token sees the tenant's profiles: %v", got)
+	}
+}
+
+func slicesContain(list []any, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// TestConformanceResourcesAreSearchable: the installed definitions are
+// found by their official search parameters.
+func TestConformanceResourcesAreSearchable(t *testing.T) {
+	e := newEnv(t)
+	e.install(usCorePackage(t, "6.1.0"))
+	tests := []struct {
+		name, query string
+		want        string
+	}{
+		{"a profile by url", "/StructureDefinition?url=http://hl7.org/fhir/us/core/StructureDefinition/us-core-patient", "us-core-patient"},
+		{"a profile by url and version", "/StructureDefinition?url=http://hl7.org/fhir/us/core/StructureDefinition/us-core-patient&version=6.1.0", "us-core-patient"},
+		{"a profile by name", "/StructureDefinition?name=USCorePatientProfile", "us-core-patient"},
+		{"the profiles of a type", "/StructureDefinition?type=Patient&derivation=constraint", "us-core-patient"},
+		{"the profiles on a base", "/StructureDefinition?base=http://hl7.org/fhir/StructureDefinition/Patient", "us-core-patient"},
+		{"a search parameter by code and base", "/SearchParameter?code=race&base=Patient", "us-core-race"},
+		{"a value set by url", "/ValueSet?url=http://hl7.org/fhir/us/core/ValueSet/us-core-condition-code", "us-core-condition-code"},
+		{"a code system by a code it defines", "/CodeSystem?code=health-concern", "condition-category"},
+		{"the guide by url and version", "/ImplementationGuide?url=http://hl7.org/fhir/us/core/ImplementationGuide/hl7.fhir.us.core&version=6.1.0", "hl7.fhir.us.core"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := e.get(tt.query)
+			var b struct {
+				Entry []struct {
+					Resource struct {
+						ID string `json:"id"`
+					} `json:"resource"`
+				} `json:"entry"`
+			}
+			if err := json.Unmarshal(r.Body, &b); err != nil || r.Status != http.StatusOK {
+				t.Fatalf("%d %s", r.Status, r.Body)
+			}
+			for _, en := range b.Entry {
+				if en.Resource.ID == tt.want {
+					return
+				}
+			}
+			t.Fatalf("%s not found: %.500s", tt.want, r.Body)
 		})
 	}
 }
