@@ -86,7 +86,8 @@ type tab struct {
 	e      *env
 	mu     sync.Mutex
 	errors []string
-	// requests counts the requests the page sent to the FHIR API.
+	// requests counts the requests the page sent to the server's APIs
+	// (FHIR, and the console's own).
 	requests int
 }
 
@@ -117,7 +118,7 @@ func (tb *tab) listen(ev any) {
 			msg += " " + ev.ExceptionDetails.Exception.Description
 		}
 	case *network.EventRequestWillBeSent:
-		if strings.Contains(ev.Request.URL, "/fhir/r4") {
+		if strings.Contains(ev.Request.URL, "/fhir/r4") || strings.Contains(ev.Request.URL, "/console/api/") {
 			tb.mu.Lock()
 			tb.requests++
 			tb.mu.Unlock()
@@ -231,8 +232,9 @@ func (tb *tab) screenshot(name string) {
 	}
 }
 
-// fhirRequests is how many requests the page has sent to the FHIR API so far.
-func (tb *tab) fhirRequests() int {
+// apiRequests is how many requests the page has sent to the FHIR API and
+// the console's API so far.
+func (tb *tab) apiRequests() int {
 	tb.mu.Lock()
 	defer tb.mu.Unlock()
 	return tb.requests

@@ -251,15 +251,15 @@ func TestBrowserChartOfTheRichestSyntheaPatient(t *testing.T) {
 	// The chart is reached from the search results.
 	tb.visit("#/search/Patient?family=" + family)
 	tb.wait("#results-table a.chart-link")
-	before := tb.fhirRequests()
+	before := tb.apiRequests()
 	start := time.Now()
 	tb.click("#results-table a.chart-link")
 	tb.waitChart()
-	t.Logf("chart of %s (%d entries): drawn %v after the click, %d FHIR request(s); the page says load %s ms, render %s ms",
-		filepath.Base(rec.file), rec.entries, time.Since(start).Round(time.Millisecond), tb.fhirRequests()-before,
+	t.Logf("chart of %s (%d entries): drawn %v after the click, %d API request(s); the page says load %s ms, render %s ms",
+		filepath.Base(rec.file), rec.entries, time.Since(start).Round(time.Millisecond), tb.apiRequests()-before,
 		eval[string](tb, `document.querySelector('#chart').dataset.loadMs`), eval[string](tb, `document.querySelector('#chart').dataset.renderMs`))
-	if n := tb.fhirRequests() - before; n != 1 {
-		t.Errorf("the chart sent %d FHIR requests, want 1 (one batch)", n)
+	if n := tb.apiRequests() - before; n != 1 {
+		t.Errorf("the chart sent %d API requests, want 1 (one batch)", n)
 	}
 	if got := eval[string](tb, `document.querySelector('#chart').dataset.requests`); got != "1" {
 		t.Errorf("the chart counts %s requests, want 1", got)

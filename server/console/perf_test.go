@@ -119,3 +119,57 @@ func infoFirst(name string) int {
 	}
 	return 1
 }
+
+// TestBrowserChartRenderTime times the chart of the richest Synthea
+// patient in Chromium, with the Synthea sample loaded: from the navigation
+// until every section is drawn (#chart[data-state=ready]), as a full page
+// load coming from another page of the server and as a link followed
+// inside the console, and counts the API requests the page sends. It runs
+// when FHIRSTORE_CONSOLE_PERF=1; docs/performance.md records its figures.
+func TestBrowserChartRenderTime(t *testing.T) {
+	if os.Getenv("FHIRSTORE_CONSOLE_PERF") != "1" {
+		t.Skip("set FHIRSTORE_CONSOLE_PERF=1 to time the patient chart")
+	}
+	e := newEnv(t)
+	total := loadSynthea(t, e)
+	rec := richestSynthea(t)
+	family := str(rec.byType["Patient"][0], "name", 0, "family")
+	pid := str(e.fhir(http.MethodGet, "/Patient?family="+family, "", http.StatusOK), "entry", 0, "resource", "id")
+	tb := newTab(t, e)
+	tb.signIn(e.token)
+	route := "#/chart/" + pid
+	const ready = `#chart[data-state="ready"]`
+	var loads, navs []time.Duration
+	var requests []int
+	var pageLoad, pageRender []int
+	for range 7 {
+		tb.do("leave", chromedp.Navigate(tb.e.srv.URL+"/healthz"))
+		before := tb.apiRequests()
+		start := time.Now()
+		tb.do("load the chart", chromedp.Navigate(tb.e.srv.URL+"/console/"+route), chromedp.WaitReady(chromedp.CSS(ready)))
+		loads = append(loads, time.Since(start))
+		requests = append(requests, tb.apiRequests()-before)
+		pageLoad = append(pageLoad, eval[int](tb, `+document.querySelector('#chart').dataset.loadMs`))
+		pageRender = append(pageRender, eval[int](tb, `+document.querySelector('#chart').dataset.renderMs`))
+		tb.visit("#/elsewhere")
+		tb.wait("main[data-view=elsewhere]")
+		start = time.Now()
+		tb.visit(route)
+		tb.do("show the chart", chromedp.WaitReady(chromedp.CSS(ready)))
+		navs = append(navs, time.Since(start))
+	}
+	slices.Sort(loads)
+	slices.Sort(navs)
+	slices.Sort(pageLoad)
+	slices.Sort(pageRender)
+	t.Logf("%d resources; chart of %s (%d entries in its bundle)\n"+
+		"| measure | median | max |\n|---|---:|---:|\n"+
+		"| full page load until the chart is drawn, ms | %.0f | %.0f |\n"+
+		"| link inside the console until the chart is drawn, ms | %.0f | %.0f |\n"+
+		"| of which the API answer (the page's own figure), ms | %d | %d |\n"+
+		"| of which building the page (the page's own figure), ms | %d | %d |\n"+
+		"API requests per chart: %v",
+		total, filepath.Base(rec.file), rec.entries, ms(loads[len(loads)/2]), ms(loads[len(loads)-1]),
+		ms(navs[len(navs)/2]), ms(navs[len(navs)-1]), pageLoad[len(pageLoad)/2], pageLoad[len(pageLoad)-1],
+		pageRender[len(pageRender)/2], pageRender[len(pageRender)-1], requests)
+}
