@@ -130,6 +130,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	} else if n > 0 {
 		logger.Info("search index updated to the current format", zap.Int("resources", n), zap.Int("version", store.IndexVersion))
 	}
+	if n, err := db.store.ResumeSearchIndex(ctx); err != nil {
+		return fmt.Errorf("resume the re-indexing of search parameters: %w", err)
+	} else if n > 0 {
+		logger.Info("search parameters: re-indexing resumed in the background", zap.Int("tenants", n))
+	}
 	subCfg.Store, subCfg.Exclusive = db.store, db.owned
 	subs, err := subscription.Start(ctx, subCfg)
 	if err != nil {
