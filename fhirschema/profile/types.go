@@ -68,8 +68,9 @@ func allowsType(codes []string, typ string) bool {
 
 // typeProfiles validates the value against the profiles its type names
 // (an extension's definition, SimpleQuantity, a contained resource's
-// profile): it must conform to at least one of them.
-func (w *walker) typeProfiles(p *compiled, el *element, n node) {
+// profile): it must conform to at least one of them. It reports whether
+// there was one, which then stands for the value's children.
+func (w *walker) typeProfiles(p *compiled, el *element, n node) bool {
 	var urls []string
 	for _, t := range el.types {
 		if len(el.types) == 1 || t.code == n.typ {
@@ -77,18 +78,18 @@ func (w *walker) typeProfiles(p *compiled, el *element, n node) {
 		}
 	}
 	if len(urls) == 0 {
-		return
+		return false
 	}
 	if len(urls) == 1 {
 		w.conformTo(p, urls[0], n)
-		return
+		return true
 	}
 	var first []fhirschema.Issue
 	for i, url := range urls {
 		found := w.trial(func() { w.conformTo(p, url, n) })
 		if !hasError(found) {
 			w.issues = append(w.issues, found...)
-			return
+			return true
 		}
 		if i == 0 {
 			first = found
@@ -96,6 +97,7 @@ func (w *walker) typeProfiles(p *compiled, el *element, n node) {
 	}
 	w.errorf(p, "structure", n.loc, "%s: the value conforms to none of the profiles %s", elementID(el), strings.Join(urls, ", "))
 	w.issues = append(w.issues, first...)
+	return true
 }
 
 // conformTo validates n against the profile at url, which element el of p

@@ -12,6 +12,10 @@ import (
 // profile that refers to itself, or slicing that recurses, stops there.
 const maxDepth = 64
 
+// maxSteps bounds the values one validation visits, trial validations of
+// slices and targets included.
+const maxSteps = 1_000_000
+
 // coreBase is the canonical URL prefix of the core definitions.
 const coreBase = "http://hl7.org/fhir/StructureDefinition/"
 
@@ -25,7 +29,8 @@ type walker struct {
 	resource map[string]any // the resource the current node is in
 	root     map[string]any // the Bundle it is an entry of, or the resource
 	depth    int
-	deep     bool // the depth bound was met once (reported once)
+	steps    int
+	deep     bool // a bound was met (reported once)
 }
 
 // resource validates r, at loc, against profile p.
@@ -57,23 +62,36 @@ func (w *walker) element(p *compiled, el *element, n node) {
 	if n.typ == "Reference" {
 		w.checkReference(p, el, n)
 	}
-	w.typeProfiles(p, el, n)
-	w.children(p, el, n)
+	profiled := w.typeProfiles(p, el, n)
+	if !profiled || len(el.kids()) > 0 {
+		w.children(p, el, n)
+	}
 	w.invariants(p, el, n)
 }
 
-// enter counts one more level of nesting; false past maxDepth.
+// enter counts one more level of nesting and one more step; false past
+// maxDepth or maxSteps.
 func (w *walker) enter(loc string) bool {
-	if w.depth >= maxDepth {
-		if !w.deep {
-			w.deep = true
-			w.issues = append(w.issues, fhirschema.Issue{Severity: "warning", Code: "too-costly", Expression: loc,
-				Diagnostics: fmt.Sprintf("profile validation stops at %d nested levels (a profile that refers to itself, or recursive slicing)", maxDepth)})
-		}
+	w.steps++
+	switch {
+	case w.depth >= maxDepth:
+		w.stop(loc, fmt.Sprintf("profile validation stops at %d nested levels (a profile that refers to itself, or recursive slicing)", maxDepth))
+		return false
+	case w.steps > maxSteps:
+		w.stop(loc, fmt.Sprintf("profile validation stops after %d steps", maxSteps))
 		return false
 	}
 	w.depth++
 	return true
+}
+
+// stop reports, once, that validation stopped at a bound.
+func (w *walker) stop(loc, why string) {
+	if w.deep {
+		return
+	}
+	w.deep = true
+	w.issues = append(w.issues, fhirschema.Issue{Severity: "warning", Code: "too-costly", Expression: loc, Diagnostics: why})
 }
 
 // children validates the children of n against the element's children,
