@@ -257,7 +257,7 @@ function notesBox(notes, leftOut, vitals) {
       const [type, id] = x.ref.split('/');
       return h('li', {dataset: {ref: x.ref}}, h('a', {href: '#/r/' + enc(type) + '/' + enc(id)}, x.ref), ' (' + x.what + '): ' + x.why + '.');
     }), leftOut.length > NOTE_LIMIT ? h('li', null, 'and ' + (leftOut.length - NOTE_LIMIT) + ' more.') : null);
-    items.push(h('li', null, leftOut.length + ' reading' + (leftOut.length === 1 ? ' is' : 's are') + ' left out of the charts and lists:', list));
+    items.push(h('li', null, 'Left out of the charts and the timeline (' + leftOut.length + '):', list));
   }
   if (!items.length) return h('div', {id: 'chart-notes', class: 'chart-notes empty'});
   return h('div', {id: 'chart-notes', class: 'msg info chart-notes', role: 'status'}, h('strong', null, 'Not everything is shown'), h('ul', null, items));
