@@ -95,7 +95,13 @@ async function load(id) {
       if (!next) break;
       if (page >= MAX_PAGES) { out.truncated = true; break; }
       requests++;
-      b = await api.follow(next.url);
+      try {
+        b = await api.follow(next.url);
+      } catch (e) { // what was read is shown; the rest is noted
+        out.truncated = true;
+        out.cut = e.message;
+        break;
+      }
     }
     sections[x.key] = out;
   }));
@@ -104,7 +110,10 @@ async function load(id) {
   if (missing.size) {
     requests++;
     const ids = [...missing.keys()].slice(0, 50);
-    const answers = await batch(ids.map((eid) => 'Encounter/' + enc(eid)));
+    let answers = [];
+    try {
+      answers = await batch(ids.map((eid) => 'Encounter/' + enc(eid)));
+    } catch (e) { /* each is reported below as not answered */ }
     ids.forEach((eid, i) => {
       const code = status(answers[i]);
       if (code === 200) return; // it exists: beyond the pages read
@@ -153,7 +162,7 @@ function render(d) {
   const notes = [];
   for (const [key, s] of Object.entries(sec)) {
     if (s.error) notes.push(h('li', {class: 'refused', dataset: {section: key}}, LABELS[key] + ' (' + s.type + ') are not shown: ' + s.error + '.'));
-    else if (s.truncated) notes.push(h('li', null, LABELS[key] + ': only the first ' + s.resources.length.toLocaleString() + ' are shown.'));
+    else if (s.truncated) notes.push(h('li', null, LABELS[key] + ': only the first ' + s.resources.length.toLocaleString() + ' are shown' + (s.cut ? ' (the next page failed: ' + s.cut + ')' : '') + '.'));
   }
   for (const g of d.gone) {
     notes.push(h('li', {class: 'gone', dataset: {id: g.id}}, h('a', {href: '#/r/Encounter/' + enc(g.id)}, 'Encounter/' + g.id),
