@@ -17,6 +17,7 @@ import (
 	"fhirstore/search"
 	"fhirstore/server/auth"
 	"fhirstore/server/bulkexport"
+	"fhirstore/server/viewsql"
 	"fhirstore/store"
 )
 
@@ -48,8 +49,11 @@ type Config struct {
 	// Metrics, when set, counts and times every request and serves the
 	// series at /metrics (no token needed); nil turns both off.
 	Metrics *Metrics
-	// Export, when set, serves Bulk Data $export with its jobs.
+	// Export, when set, serves Bulk Data $export with its jobs, and
+	// $viewdefinition-export with the same jobs.
 	Export *bulkexport.Manager
+	// SQL bounds each $sqlquery-run (zero fields: viewsql's defaults).
+	SQL viewsql.Limits
 }
 
 // restPrefix is where the REST interface is mounted.
