@@ -347,3 +347,15 @@ func TestChoiceElementsNamedAsJSONDoAreSearched(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkExtractPatientUSCore is BenchmarkExtractPatient with US Core's
+// SearchParameters in force: race, ethnicity and gender-identity more.
+func BenchmarkExtractPatientUSCore(b *testing.B) {
+	defs, _ := usCoreDefinitions(b)
+	r := newRegistry(b).With(defs)
+	res := example(b, "Patient-example.json")
+	b.ReportAllocs()
+	for b.Loop() {
+		r.Extract("Patient", res)
+	}
+}
