@@ -36,7 +36,11 @@ func (e *callExpr) eval(c *evalCtx, focus []Node) ([]Node, error) {
 	if err := c.tick(1, e.pos); err != nil {
 		return nil, err
 	}
-	return e.fn.impl(c, e, in)
+	out, err := e.fn.impl(c, e, in)
+	if err != nil {
+		return nil, err
+	}
+	return out, c.account(out, e.pos)
 }
 
 // arg evaluates argument i against the enclosing $this.

@@ -301,7 +301,10 @@ func momentNode(m moment, like Node) Node {
 	return Node{Value: m.format(), Type: t}
 }
 
-// addDuration adds q (a calendar or UCUM time quantity, times sign) to m.
+// addDuration adds q (a calendar or UCUM time quantity, times sign) to m:
+// years and months keep the day of the month, clamped to the month's last
+// day; a duration finer than m's precision is converted to that precision
+// and truncated (@2016 + 365 days is @2017).
 func addDuration(m moment, q Quantity, sign int) (moment, bool) {
 	unit := calendarOf(q.Unit)
 	if unit == "" || q.Unit == "a" || q.Unit == "mo" {
@@ -311,32 +314,59 @@ func addDuration(m moment, q Quantity, sign int) (moment, bool) {
 	if unit != "millisecond" {
 		v = float64(int64(v))
 	}
-	whole := int(v)
-	t := m.time()
+	if !m.isTime {
+		unit, v = coarsen(m.prec, unit, v)
+	}
 	switch unit {
 	case "year":
-		t = t.AddDate(whole, 0, 0)
+		return addMonths(m, int(v)*12), true
 	case "month":
-		t = t.AddDate(0, whole, 0)
+		return addMonths(m, int(v)), true
 	case "week":
-		t = t.AddDate(0, 0, 7*whole)
-	case "day":
-		t = t.AddDate(0, 0, whole)
-	case "hour":
-		t = t.Add(time.Duration(v * float64(time.Hour)))
-	case "minute":
-		t = t.Add(time.Duration(v * float64(time.Minute)))
-	case "second":
-		t = t.Add(time.Duration(v * float64(time.Second)))
-	case "millisecond":
-		t = t.Add(time.Duration(v * float64(time.Millisecond)))
+		unit, v = "day", v*7
 	}
+	return addClock(m, unit, v), true
+}
+
+// coarsen expresses a duration in the unit of a date's precision when the
+// duration is finer: days as months (30) or years (365), months as years.
+func coarsen(prec int, unit string, v float64) (string, float64) {
+	days := map[string]float64{"week": 7, "day": 1, "hour": 1.0 / 24, "minute": 1.0 / 1440,
+		"second": 1.0 / 86400, "millisecond": 1.0 / 86400000}
+	switch {
+	case prec == precYear && unit == "month":
+		return "year", float64(int64(v / 12))
+	case prec == precYear && days[unit] > 0:
+		return "year", float64(int64(v * days[unit] / 365))
+	case prec == precMonth && days[unit] > 0:
+		return "month", float64(int64(v * days[unit] / 30))
+	case prec == precDay && days[unit] > 0 && days[unit] < 1:
+		return "day", float64(int64(v * days[unit]))
+	}
+	return unit, v
+}
+
+// addMonths adds n months, keeping the day within the new month.
+func addMonths(m moment, n int) moment {
+	total := m.year*12 + (max(m.month, 1) - 1) + n
+	m.year, m.month = total/12, total%12+1
+	if m.prec < precMonth {
+		m.month = 0
+	}
+	if m.day > 0 {
+		m.day = min(m.day, daysIn(m.year, m.month))
+	}
+	return m
+}
+
+// addClock adds a duration of days or finer.
+func addClock(m moment, unit string, v float64) moment {
+	d := map[string]time.Duration{"day": 24 * time.Hour, "hour": time.Hour, "minute": time.Minute,
+		"second": time.Second, "millisecond": time.Millisecond}[unit]
+	t := m.time().Add(time.Duration(v * float64(d)))
 	out := m
 	if !m.isTime {
 		out.year, out.month, out.day = t.Year(), int(t.Month()), t.Day()
-		if m.prec < precDay && (unit == "day" || unit == "week") {
-			return m, true
-		}
 	}
 	out.hour, out.minute, out.second, out.nanos = t.Hour(), t.Minute(), t.Second(), t.Nanosecond()
 	if out.frac != "" || out.nanos != 0 {
@@ -345,7 +375,7 @@ func addDuration(m moment, q Quantity, sign int) (moment, bool) {
 			out.frac = ""
 		}
 	}
-	return out, true
+	return out
 }
 
 // calendarOf maps a calendar keyword or UCUM time unit to a calendar unit.

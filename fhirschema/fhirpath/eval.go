@@ -107,6 +107,27 @@ func (c *evalCtx) tick(n int, pos int) error {
 	return nil
 }
 
+// maxString bounds the length of a string an expression computes.
+const maxString = 16 << 20
+
+// account counts the strings a step computed as steps (one per 256 bytes)
+// and refuses one longer than maxString.
+func (c *evalCtx) account(out []Node, pos int) error {
+	size := 0
+	for _, n := range out {
+		if s, ok := n.Value.(string); ok {
+			if len(s) > maxString {
+				return execErr(pos, "a string of more than %d bytes", maxString)
+			}
+			size += len(s)
+		}
+	}
+	if size < 256 {
+		return nil
+	}
+	return c.tick(size/256, pos)
+}
+
 // enter counts one level of nested evaluation.
 func (c *evalCtx) enter(pos int) error {
 	c.depth++
@@ -285,6 +306,11 @@ func child(out []Node, n Node, m map[string]any, name string) (_ []Node, has boo
 	if typ != "" && hasElements(typ) {
 		el, ok := elementOf(typ, name)
 		if !ok {
+			// A choice named as JSON names it (valueQuantity): found, but
+			// not an element FHIRPath knows by that name.
+			if _, t, isChoice := ChoiceOf(name); isChoice {
+				out = appendJSON(out, m[name], t, m["_"+name])
+			}
 			return out, false
 		}
 		for i, key := range el.keys {

@@ -154,16 +154,17 @@ func fnSelect(c *evalCtx, call *callExpr, in []Node) ([]Node, error) {
 // until no new items appear.
 func fnRepeat(c *evalCtx, call *callExpr, in []Node) ([]Node, error) {
 	var out []Node
+	var seen nodeSet
 	for work := in; len(work) > 0; {
 		var next []Node
 		err := c.each(call, 0, work, func(_ int, _ Node, res []Node) (bool, error) {
 			for _, r := range res {
-				if !containsNode(out, r) {
+				if seen.add(r) {
 					out = append(out, r)
 					next = append(next, r)
 				}
 			}
-			return true, c.tick(len(res)+len(out)/64, call.pos)
+			return true, c.tick(len(res)+1, call.pos)
 		})
 		if err != nil {
 			return nil, err

@@ -51,10 +51,10 @@ func hostileCases() []hostileCase {
 		{"a long aggregate", "(1).repeat(iif($this < 1000000, $this + 1, {})).aggregate($total + $this, 0)", "", anyOutcome, ""},
 		{"aggregate over a large Bundle", "descendants().aggregate($total + 1, 0)", "bundle", anyOutcome, ""},
 		{"where() over where()", "descendants().where(%resource.descendants().where($this = 'x').exists()).count()", "bundle", anyOutcome, ""},
-		{"a string doubling in repeat()", "'x'.repeat($this & $this).count()", "", mustFail, "string length: each step doubles the string, memory runs out long before the step limit"},
-		{"a string tripling in aggregate()", "(1).repeat(iif($this < 40, $this + 1, {})).aggregate($total & $total & $total, 'x').length()", "", mustFail, "string length: 3^40 characters after 40 steps"},
-		{"replace() doubling in repeat()", "'x'.repeat($this.replace('x', 'xx')).count()", "", mustFail, "string length: replace() doubles the string each step"},
-		{"encode() growing in repeat()", "'abc'.encode('base64').repeat($this.encode('base64')).count()", "", mustFail, "string length: each encode() grows the string by a third"},
+		{"a string doubling in repeat()", "'x'.repeat($this & $this).count()", "", mustFail, ""},
+		{"a string tripling in aggregate()", "(1).repeat(iif($this < 40, $this + 1, {})).aggregate($total & $total & $total, 'x').length()", "", mustFail, ""},
+		{"replace() doubling in repeat()", "'x'.repeat($this.replace('x', 'xx')).count()", "", mustFail, ""},
+		{"encode() growing in repeat()", "'abc'.encode('base64').repeat($this.encode('base64')).count()", "", mustFail, ""},
 	}
 }
 

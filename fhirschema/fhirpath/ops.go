@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"math"
 	"reflect"
+	"strconv"
 	"strings"
 )
 
@@ -112,9 +113,17 @@ func (e *binaryExpr) eval(c *evalCtx, focus []Node) ([]Node, error) {
 	case "contains":
 		return membership(r, l, e.pos)
 	case "&":
-		return concat(l, r, e.pos)
+		out, err := concat(l, r, e.pos)
+		if err != nil {
+			return nil, err
+		}
+		return out, c.account(out, e.pos)
 	}
-	return arithmetic(e.op, l, r, e.pos)
+	out, err := arithmetic(e.op, l, r, e.pos)
+	if err != nil {
+		return nil, err
+	}
+	return out, c.account(out, e.pos)
 }
 
 // logic implements and, or, xor and implies with three-valued logic.
@@ -185,15 +194,56 @@ func truth(in []Node, pos int) (val, known bool, err error) {
 
 // union merges two collections, removing duplicates.
 func union(l, r []Node) []Node {
+	var set nodeSet
 	out := make([]Node, 0, len(l)+len(r))
 	for _, list := range [][]Node{l, r} {
 		for _, n := range list {
-			if !containsNode(out, n) {
+			if set.add(n) {
 				out = append(out, n)
 			}
 		}
 	}
 	return out
+}
+
+// nodeSet tells distinct items apart by =: Strings, numbers and Booleans
+// by a hash, other items by comparing them with those of their kind.
+type nodeSet struct {
+	keys   map[string]bool
+	others []Node
+}
+
+// add adds n and reports whether it was new.
+func (s *nodeSet) add(n Node) bool {
+	if key, ok := hashKey(n); ok {
+		if s.keys == nil {
+			s.keys = map[string]bool{}
+		}
+		if s.keys[key] {
+			return false
+		}
+		s.keys[key] = true
+		return true
+	}
+	if containsNode(s.others, n) {
+		return false
+	}
+	s.others = append(s.others, n)
+	return true
+}
+
+// hashKey is a key equal items share, for the kinds that have one.
+func hashKey(n Node) (string, bool) {
+	switch kindOf(n) {
+	case kStr:
+		return "s" + n.Value.(string), true
+	case kBool:
+		return "b" + strconv.FormatBool(n.Value.(bool)), true
+	case kInt, kDec:
+		f, _ := decOf(n)
+		return "n" + strconv.FormatFloat(f, 'g', -1, 64), true
+	}
+	return "", false
 }
 
 // containsNode reports whether list holds an item equal to n.
@@ -571,10 +621,8 @@ func numeric(op string, a, b Node, ints bool, pos int) ([]Node, error) {
 				v = x % y
 			}
 		}
-		if v > math.MaxInt32 || v < math.MinInt32 {
-			if a.Type != sysLong && b.Type != sysLong {
-				return nil, execErr(pos, "integer overflow")
-			}
+		if (v > math.MaxInt32 || v < math.MinInt32) && a.Type != sysLong && b.Type != sysLong {
+			return nil, nil // an Integer overflow is empty
 		}
 		return []Node{{Value: v, Type: integerType(a)}}, nil
 	}

@@ -18,8 +18,8 @@ func JSONValue(n Node) any {
 		return nil
 	case Quantity:
 		q := map[string]any{"value": json.Number(quantityText(v))}
-		if isCalendarUnit(v.Unit) {
-			q["unit"] = v.Unit
+		if code, ok := calendarUCUM[v.Unit]; ok {
+			q["unit"], q["system"], q["code"] = v.Unit, "http://unitsofmeasure.org", code
 			return q
 		}
 		q["unit"], q["system"], q["code"] = v.Unit, "http://unitsofmeasure.org", v.Unit

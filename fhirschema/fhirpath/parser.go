@@ -272,7 +272,7 @@ func (p *parser) number(t token) (evaluator, error) {
 		}
 		n = Node{Value: v, Type: sysLong}
 	case strings.Contains(text, "."):
-		n = Node{Value: json.Number(text), Type: sysDecimal}
+		n = Node{Value: json.Number(trimLeadingZeros(text)), Type: sysDecimal}
 	default:
 		v, err := strconv.ParseInt(text, 10, 32)
 		if err != nil {
@@ -290,6 +290,14 @@ func (p *parser) number(t token) (evaluator, error) {
 		return literal(Node{Value: Quantity{Value: f, Unit: unit}, Type: sysQuantity}), nil
 	}
 	return literal(n), nil
+}
+
+// trimLeadingZeros writes 007.50 as 7.50 and 00.5 as 0.5.
+func trimLeadingZeros(s string) string {
+	for len(s) > 1 && s[0] == '0' && isDigit(s[1]) {
+		s = s[1:]
+	}
+	return s
 }
 
 // call parses the argument list of function t invoked on recv (nil for a
