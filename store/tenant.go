@@ -233,8 +233,10 @@ func (s *Store) indexFields(typ string) []string {
 	return slices.DeleteFunc(fields, search.IsWordList)
 }
 
-// forgetIndexes drops what this process remembers of a tenant's indexes.
+// forgetIndexes drops what this process remembers of a tenant's indexes
+// and search registry.
 func (s *Store) forgetIndexes(tenant string) {
+	s.registries.Delete(tenant)
 	s.indexed.Range(func(k, _ any) bool {
 		if strings.HasPrefix(k.(string), tenant+"/") {
 			s.indexed.Delete(k)
