@@ -29,7 +29,8 @@
 // that recurses, stops at 64 levels with a warning.
 //
 // WithBundle names the Bundle a resource is an entry of, so that its
-// references resolve among the entries.
+// references resolve among the entries; WithIndexedBundle does so with the
+// entries indexed once (IndexBundle) for many validations.
 //
 // # Caching
 //
@@ -83,6 +84,7 @@ type Option func(*options)
 
 type options struct {
 	bundle map[string]any
+	index  *Bundle
 }
 
 // WithBundle tells that the resource is an entry of bundle: references
@@ -90,6 +92,12 @@ type options struct {
 // targetProfile.
 func WithBundle(bundle map[string]any) Option {
 	return func(o *options) { o.bundle = bundle }
+}
+
+// WithIndexedBundle is WithBundle with the Bundle indexed once
+// (IndexBundle) for the validation of many of its entries.
+func WithIndexedBundle(b *Bundle) Option {
+	return func(o *options) { o.bundle, o.index = b.bundle, b }
 }
 
 // Validate checks resource against the profile at profileURL as defs know

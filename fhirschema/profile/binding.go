@@ -28,24 +28,24 @@ func (w *walker) checkBinding(p *compiled, el *element, n node) {
 	codes, textOnly := codingsOf(n)
 	if len(codes) == 0 {
 		if textOnly && b.strength == "required" {
-			w.errorf(p, "code-invalid", n.loc, "%s: no code given, and a code from %s is required", elementID(el), b.valueSet)
+			w.errorf(p, "code-invalid", n.loc(), "%s: no code given, and a code from %s is required", elementID(el), b.valueSet)
 		}
 		return
 	}
 	x, err := w.sc.expansion(w.ctx, b.valueSet)
 	if err != nil {
-		w.warnf(p, "code-invalid", n.loc, "%s: the value set %s cannot be expanded: %v", elementID(el), b.valueSet, err)
+		w.warnf(p, "code-invalid", n.loc(), "%s: the value set %s cannot be expanded: %v", elementID(el), b.valueSet, err)
 		return
 	}
 	member, unknown := x.any(codes)
 	switch {
 	case member:
 	case unknown != "":
-		w.warnf(p, "code-invalid", n.loc, "%s: cannot check %s against the %s value set %s: %s", elementID(el), describe(codes), b.strength, b.valueSet, unknown)
+		w.warnf(p, "code-invalid", n.loc(), "%s: cannot check %s against the %s value set %s: %s", elementID(el), describe(codes), b.strength, b.valueSet, unknown)
 	case b.strength == "required":
-		w.errorf(p, "code-invalid", n.loc, "%s: %s in the required value set %s", elementID(el), notIn(codes), b.valueSet)
+		w.errorf(p, "code-invalid", n.loc(), "%s: %s in the required value set %s", elementID(el), notIn(codes), b.valueSet)
 	default:
-		w.warnf(p, "code-invalid", n.loc, "%s: %s in the %s value set %s", elementID(el), notIn(codes), b.strength, b.valueSet)
+		w.warnf(p, "code-invalid", n.loc(), "%s: %s in the %s value set %s", elementID(el), notIn(codes), b.strength, b.valueSet)
 	}
 }
 

@@ -242,6 +242,9 @@ func (w *walker) targetDef(e *element) *element {
 
 // discriminatorMatches reports whether the value meets one discriminator.
 func (w *walker) discriminatorMatches(dv discriminatorValue, it node) bool {
+	if ok, done := propertyMatches(dv, it); done {
+		return ok
+	}
 	vals := w.valuesAt(dv.d.steps, it)
 	switch dv.d.typ {
 	case "exists":
@@ -268,6 +271,38 @@ func (w *walker) discriminatorMatches(dv discriminatorValue, it node) bool {
 	return false
 }
 
+// propertyMatches answers the common discriminator on one property with a
+// fixed or pattern value (url, system, code) without collecting values;
+// done is false when the discriminator is not of that kind.
+func propertyMatches(dv discriminatorValue, it node) (ok, done bool) {
+	if dv.value == nil || len(dv.d.steps) != 1 || dv.d.steps[0].kind != "name" {
+		return false, false
+	}
+	m, _ := it.value.(map[string]any)
+	v, present := m[dv.d.steps[0].arg]
+	if !present {
+		return false, m != nil
+	}
+	if list, isList := v.([]any); isList {
+		for _, x := range list {
+			if valueMatches(dv, x) {
+				return true, true
+			}
+		}
+		return false, true
+	}
+	return valueMatches(dv, v), true
+}
+
+// valueMatches compares a value with a discriminator's fixed or pattern
+// value.
+func valueMatches(dv discriminatorValue, v any) bool {
+	if dv.pattern {
+		return patternMatches(dv.value, v)
+	}
+	return fixedMatches(dv.value, v)
+}
+
 func (w *walker) valueMatches(dv discriminatorValue, v node) bool {
 	switch {
 	case dv.value != nil && dv.pattern:
@@ -292,7 +327,7 @@ func (w *walker) conformsToAny(urls []string, v node) bool {
 			continue
 		}
 		if m, ok := v.value.(map[string]any); ok && m["resourceType"] != nil {
-			if !hasError(w.trial(func() { w.validateResource(p, m, v.loc) })) {
+			if !hasError(w.trial(func() { w.validateResource(p, m, v.loc()) })) {
 				return true
 			}
 			continue

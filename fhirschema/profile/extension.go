@@ -18,26 +18,26 @@ func (w *walker) extension(it, host node, modifier, profiled bool) {
 	p, err := w.sc.profile(w.ctx, url)
 	switch {
 	case err != nil:
-		w.issue("error", "extension", it.loc, "the definition of the extension "+url+" cannot be used: "+err.Error(), "", url)
+		w.issue("error", "extension", it.loc(), "the definition of the extension "+url+" cannot be used: "+err.Error(), "", url)
 		return
 	case p == nil && modifier:
-		w.issue("error", "extension", it.loc, "the modifier extension "+url+" is not known, and a modifier extension must be understood", "", url)
+		w.issue("error", "extension", it.loc(), "the modifier extension "+url+" is not known, and a modifier extension must be understood", "", url)
 		return
 	case p == nil:
-		w.issue("warning", "extension", it.loc, "the extension "+url+" is not known; it is not checked", "", url)
+		w.issue("warning", "extension", it.loc(), "the extension "+url+" is not known; it is not checked", "", url)
 		return
 	case p.typ != "Extension":
-		w.issue("error", "extension", it.loc, url+" is not the definition of an extension", "", url)
+		w.issue("error", "extension", it.loc(), url+" is not the definition of an extension", "", url)
 		return
 	}
 	if !w.contextAllows(p, host) {
-		w.errorf(p, "extension", it.loc, "the extension %s is not allowed on %s; its context is %s", url, host.path, contextList(p))
+		w.errorf(p, "extension", it.loc(), "the extension %s is not allowed on %s; its context is %s", url, host.path(), contextList(p))
 	}
 	if p.root.isModifier && !modifier {
-		w.errorf(p, "extension", it.loc, "the extension %s is a modifier extension and must be in modifierExtension", url)
+		w.errorf(p, "extension", it.loc(), "the extension %s is a modifier extension and must be in modifierExtension", url)
 	}
 	if modifier && !p.root.isModifier {
-		w.errorf(p, "extension", it.loc, "the extension %s is not a modifier extension", url)
+		w.errorf(p, "extension", it.loc(), "the extension %s is not a modifier extension", url)
 	}
 	if !profiled {
 		w.element(p, p.root, it)
@@ -46,7 +46,7 @@ func (w *walker) extension(it, host node, modifier, profiled bool) {
 
 // extensionCardinality checks how many times each extension is repeated
 // in one list against the max of its definition's root.
-func (w *walker) extensionCardinality(items []node, parent node, name string) {
+func (w *walker) extensionCardinality(items []node, parentLoc, name string) {
 	count := map[string]int{}
 	for _, it := range items {
 		m, _ := it.value.(map[string]any)
@@ -62,7 +62,7 @@ func (w *walker) extensionCardinality(items []node, parent node, name string) {
 		if err != nil || p == nil || p.root.max < 0 || n <= p.root.max {
 			continue
 		}
-		w.errorf(p, "structure", parent.loc+"."+name, "the extension %s may appear at most %d times here, but appears %d times", url, p.root.max, n)
+		w.errorf(p, "structure", parentLoc+"."+name, "the extension %s may appear at most %d times here, but appears %d times", url, p.root.max, n)
 	}
 }
 
@@ -93,10 +93,10 @@ func (w *walker) contextAllows(p *compiled, host node) bool {
 // path, its path within its data type, or its type.
 func contextMatches(expr string, host node) bool {
 	switch {
-	case expr == host.path, expr == host.tpath, expr == host.typ, expr == "Element", expr == "*":
+	case expr == host.path(), expr == host.tpath(), expr == host.typ, expr == "Element", expr == "*":
 		return true
 	case expr == "Resource" || expr == "DomainResource":
-		return resourceTypes[host.typ] && !strings.Contains(host.path, ".")
+		return resourceTypes[host.typ] && !strings.Contains(host.path(), ".")
 	case expr == "BackboneElement":
 		return host.typ == "BackboneElement"
 	case expr == "Quantity":

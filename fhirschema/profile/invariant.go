@@ -18,12 +18,12 @@ func (w *walker) invariants(p *compiled, el *element, n node) {
 	focus := []fhirpath.Node{w.fhirpathNode(n)}
 	for _, c := range el.constraints {
 		if c.err != nil {
-			w.issue("warning", "invariant", n.loc, fmt.Sprintf("%s: the expression %q cannot be compiled: %v (profile %s)", c.key, c.expression, c.err, p.url), c.key, p.url)
+			w.issue("warning", "invariant", n.loc(), fmt.Sprintf("%s: the expression %q cannot be compiled: %v (profile %s)", c.key, c.expression, c.err, p.url), c.key, p.url)
 			continue
 		}
 		out, err := c.expr.Eval(w.ctx, env, focus)
 		if err != nil {
-			w.issue("warning", "invariant", n.loc, fmt.Sprintf("%s: the invariant could not be evaluated: %v (profile %s)", c.key, err, p.url), c.key, p.url)
+			w.issue("warning", "invariant", n.loc(), fmt.Sprintf("%s: the invariant could not be evaluated: %v (profile %s)", c.key, err, p.url), c.key, p.url)
 			continue
 		}
 		if holds(out) {
@@ -33,7 +33,7 @@ func (w *walker) invariants(p *compiled, el *element, n node) {
 		if c.severity == "warning" {
 			sev = "warning"
 		}
-		w.issue(sev, "invariant", n.loc, fmt.Sprintf("%s: %s (profile %s)", c.key, c.human, p.url), c.key, p.url)
+		w.issue(sev, "invariant", n.loc(), fmt.Sprintf("%s: %s (profile %s)", c.key, c.human, p.url), c.key, p.url)
 	}
 }
 
@@ -63,7 +63,7 @@ func (w *walker) fhirpathNode(n node) fhirpath.Node {
 	}
 	typ := n.typ
 	if typ == "BackboneElement" {
-		typ = n.path
+		typ = n.path()
 	}
 	return fhirpath.Node{Value: n.value, Type: typ}
 }

@@ -43,14 +43,14 @@ func (w *walker) stepValues(st step, n node) []node {
 		m, _ := n.value.(map[string]any)
 		target, typ := w.target(m)
 		if typ != "" {
-			return []node{{value: target, loc: n.loc, path: typ, typ: typ}}
+			return []node{rootNode(target, n.loc(), typ)}
 		}
 	}
 	return nil
 }
 
 // childValues returns the values of property name of n, or of the choice
-// name[x].
+// name[x]. Their locations are left out: discriminators report none.
 func childValues(n node, name string) []node {
 	m := n.object()
 	if m == nil {
@@ -58,15 +58,15 @@ func childValues(n node, name string) []node {
 	}
 	name = strings.TrimSuffix(name, "[x]")
 	if _, ok := m[name]; ok {
-		return typed(collectKey(m, name, "", n), name)
+		return typed(collectKey(m, name, "", ""), name)
 	}
 	if _, ok := m["_"+name]; ok {
-		return typed(collectKey(m, name, "", n), name)
+		return typed(collectKey(m, name, "", ""), name)
 	}
 	var out []node
 	for k := range m {
 		if len(k) > len(name) && strings.HasPrefix(k, name) && unicode.IsUpper(rune(k[len(name)])) {
-			out = append(out, collectKey(m, k, choiceType(k[len(name):]), n)...)
+			out = append(out, collectKey(m, k, choiceType(k[len(name):]), "")...)
 		}
 	}
 	return out

@@ -8,33 +8,68 @@ import (
 )
 
 // node is one value met in the resource: a complex value (map), a
-// primitive with its _name twin, or a resource.
+// primitive with its _name twin, or a resource. Its location and paths are
+// kept in parts and joined only when asked for.
 type node struct {
 	value any            // map[string]any, string, bool, json.Number; nil for a primitive with only extensions
 	twin  map[string]any // the _name object of a primitive: id and extensions
-	loc   string         // FHIRPath location: Observation.component[1].code
-	// path is the element's path in its type's definition
-	// (Observation.component), typ its FHIR type (CodeableConcept,
-	// BackboneElement, Patient).
-	path, typ string
-	// tpath is the path within the nearest data type (Address.line), or
-	// the path when the value is not inside one.
-	tpath string
+	typ   string         // its FHIR type: CodeableConcept, BackboneElement, Patient
+	// at is the location of the value holding it, key its property and
+	// index its place in the property's array (-1 for none); a root has
+	// only at.
+	at, key string
+	index   int
+	// ppath is the path of the holding value in its type's definition
+	// (Observation.component) and pbase the path within the nearest data
+	// type (Address); name is the element's name.
+	ppath, pbase, name string
 }
 
-// childOf fills in the paths and type of it, a value of element c of n.
-func childOf(it node, c *element, n node) node {
-	it.path = n.path + "." + c.name
-	base := n.tpath
+// rootNode is the node of a resource at loc.
+func rootNode(r map[string]any, loc, typ string) node {
+	return node{value: r, at: loc, ppath: typ, typ: typ, index: -1}
+}
+
+// loc is the node's FHIRPath location: Observation.component[1].code.
+func (n node) loc() string {
+	if n.key == "" {
+		return n.at
+	}
+	s := n.at + "." + n.key
+	if n.index >= 0 {
+		s += "[" + strconv.Itoa(n.index) + "]"
+	}
+	return s
+}
+
+// path is the element's path in its type's definition:
+// Observation.component.code.
+func (n node) path() string {
+	if n.name == "" {
+		return n.ppath
+	}
+	return n.ppath + "." + n.name
+}
+
+// tpath is the path within the nearest data type (Address.line), or the
+// path when the value is not inside one.
+func (n node) tpath() string {
+	if n.name == "" {
+		return n.pbase
+	}
+	return n.pbase + "." + n.name
+}
+
+// childBase is what the children of n take as pbase: n's type when it is
+// a data type, else n's own tpath (or path).
+func (n node) childBase() string {
 	if complexTypes[n.typ] && n.typ != "BackboneElement" && n.typ != "Element" {
-		base = n.typ
+		return n.typ
 	}
-	if base == "" {
-		base = n.path
+	if t := n.tpath(); t != "" {
+		return t
 	}
-	it.tpath = base + "." + c.name
-	it.typ = itemType(c, it)
-	return it
+	return n.path()
 }
 
 // object returns the map holding the node's children: the value, or the
@@ -46,14 +81,37 @@ func (n node) object() map[string]any {
 	return n.twin
 }
 
+// parent is what the children of a node need of it, computed once.
+type parent struct {
+	loc, path, base string
+}
+
+func (n node) asParent() parent {
+	return parent{loc: n.loc(), path: n.path(), base: n.childBase()}
+}
+
+// childOf fills in the paths and type of it, a value of element c of the
+// node pa describes.
+func childOf(it node, c *element, pa parent) node {
+	it.ppath, it.pbase, it.name = pa.path, pa.base, c.name
+	it.typ = itemType(c, it)
+	return it
+}
+
 // collect returns the values of child element c in the object m of the
-// node at parent, in document order.
-func collect(m map[string]any, c *element, parent node) []node {
+// node at loc, in document order.
+func collect(m map[string]any, c *element, loc string) []node {
+	return appendValues(nil, m, c, loc)
+}
+
+// appendValues appends the values of child element c in the object m of
+// the node at loc to dst, in document order.
+func appendValues(dst []node, m map[string]any, c *element, loc string) []node {
 	if m == nil {
-		return nil
+		return dst
 	}
 	if !c.choice() {
-		return collectKey(m, c.name, "", parent)
+		return appendKey(dst, m, c.name, "", loc)
 	}
 	prefix := c.jsonName()
 	var keys []string
@@ -65,14 +123,14 @@ func collect(m map[string]any, c *element, parent node) []node {
 	if len(keys) > 1 {
 		sort.Strings(keys)
 	}
-	var out []node
+	out := dst
 	for _, k := range keys {
-		out = append(out, collectKey(m, k, choiceType(k[len(prefix):]), parent)...)
+		out = appendKey(out, m, k, choiceType(k[len(prefix):]), loc)
 	}
 	for k := range m {
-		if strings.HasPrefix(k, "_"+prefix) && len(k) > len(prefix)+1 && unicode.IsUpper(rune(k[len(prefix)+1])) {
+		if len(k) > len(prefix)+1 && k[0] == '_' && strings.HasPrefix(k[1:], prefix) && unicode.IsUpper(rune(k[len(prefix)+1])) {
 			if _, ok := m[k[1:]]; !ok {
-				out = append(out, collectKey(m, k[1:], choiceType(k[len(prefix)+1:]), parent)...)
+				out = appendKey(out, m, k[1:], choiceType(k[len(prefix)+1:]), loc)
 			}
 		}
 	}
@@ -80,17 +138,22 @@ func collect(m map[string]any, c *element, parent node) []node {
 }
 
 // collectKey returns the values of property key (and its _key twin).
-func collectKey(m map[string]any, key, typ string, parent node) []node {
+func collectKey(m map[string]any, key, typ string, loc string) []node {
+	return appendKey(nil, m, key, typ, loc)
+}
+
+// appendKey appends the values of property key (and its _key twin) to
+// dst.
+func appendKey(dst []node, m map[string]any, key, typ string, loc string) []node {
 	v, hasV := m[key]
 	t, hasT := m["_"+key]
 	if !hasV && !hasT {
-		return nil
+		return dst
 	}
-	loc := parent.loc + "." + key
 	if list, ok := v.([]any); ok || isList(t) {
 		twins, _ := t.([]any)
 		n := max(len(list), len(twins))
-		out := make([]node, 0, n)
+		out := dst
 		for i := 0; i < n; i++ {
 			var item any
 			if i < len(list) {
@@ -103,12 +166,12 @@ func collectKey(m map[string]any, key, typ string, parent node) []node {
 			if item == nil && tw == nil {
 				continue
 			}
-			out = append(out, node{value: item, twin: tw, loc: loc + "[" + strconv.Itoa(i) + "]", typ: typ})
+			out = append(out, node{value: item, twin: tw, at: loc, key: key, index: i, typ: typ})
 		}
 		return out
 	}
 	tw, _ := t.(map[string]any)
-	return []node{{value: v, twin: tw, loc: loc, typ: typ}}
+	return append(dst, node{value: v, twin: tw, at: loc, key: key, index: -1, typ: typ})
 }
 
 func isList(v any) bool {

@@ -41,7 +41,7 @@ func (w *walker) checkReference(p *compiled, el *element, n node) {
 		}
 	}
 	if len(ofType) == 0 {
-		w.errorf(p, "structure", n.loc, "%s: the reference points to a %s, but only %s may be referenced (targetProfile %s)",
+		w.errorf(p, "structure", n.loc(), "%s: the reference points to a %s, but only %s may be referenced (targetProfile %s)",
 			elementID(el), typ, strings.Join(allowed, ", "), strings.Join(targets, ", "))
 		return
 	}
@@ -79,7 +79,7 @@ func (w *walker) checkTarget(p *compiled, el *element, n node, target map[string
 	}
 	var first []fhirschema.Issue
 	for i, tp := range ofType {
-		found := w.trial(func() { w.validateResource(tp, target, n.loc+".resolve()") })
+		found := w.trial(func() { w.validateResource(tp, target, n.loc()+".resolve()") })
 		if !hasError(found) {
 			return
 		}
@@ -87,7 +87,7 @@ func (w *walker) checkTarget(p *compiled, el *element, n node, target map[string
 			first = found
 		}
 	}
-	w.errorf(p, "structure", n.loc, "%s: the referenced %s conforms to none of %s", elementID(el), target["resourceType"], strings.Join(urls, ", "))
+	w.errorf(p, "structure", n.loc(), "%s: the referenced %s conforms to none of %s", elementID(el), target["resourceType"], strings.Join(urls, ", "))
 	w.issues = append(w.issues, first...)
 }
 
@@ -122,30 +122,58 @@ func (w *walker) resolve(ref string) map[string]any {
 		}
 		return nil
 	}
-	for _, b := range []map[string]any{w.root, w.opts.bundle} {
-		if b["resourceType"] != "Bundle" {
-			continue
+	if w.opts.index == nil {
+		b := w.opts.bundle
+		if b == nil && w.root["resourceType"] == "Bundle" {
+			b = w.root
 		}
-		if r := bundleEntry(b, ref); r != nil {
-			return r
+		if b == nil {
+			return nil
 		}
+		w.opts.index = IndexBundle(b)
 	}
-	return nil
+	return w.opts.index.find(ref)
 }
 
-// bundleEntry finds ref among a Bundle's entries by fullUrl or type/id.
-func bundleEntry(b map[string]any, ref string) map[string]any {
-	for _, e := range objects(b["entry"]) {
+// Bundle is a Bundle's entries indexed by fullUrl and by type and id, for
+// validating many entries of one Bundle (WithIndexedBundle).
+type Bundle struct {
+	bundle  map[string]any
+	entries map[string]map[string]any
+}
+
+// IndexBundle indexes the entries of bundle.
+func IndexBundle(bundle map[string]any) *Bundle {
+	entries := objects(bundle["entry"])
+	b := &Bundle{bundle: bundle, entries: make(map[string]map[string]any, 2*len(entries))}
+	for _, e := range entries {
 		r, _ := e["resource"].(map[string]any)
 		if r == nil {
 			continue
 		}
-		full, _ := e["fullUrl"].(string)
-		rt, _ := r["resourceType"].(string)
-		id, _ := r["id"].(string)
-		if full == ref || id != "" && (ref == rt+"/"+id || strings.HasSuffix(full, "/"+ref) || strings.HasSuffix(ref, "/"+rt+"/"+id)) {
-			return r
+		if full, _ := e["fullUrl"].(string); full != "" {
+			b.entries[full] = r
 		}
+		rt, _ := r["resourceType"].(string)
+		if id, _ := r["id"].(string); id != "" && rt != "" {
+			b.entries[rt+"/"+id] = r
+		}
+	}
+	return b
+}
+
+// find returns the entry ref names: by fullUrl, by type and id, or by the
+// type and id an absolute reference ends with.
+func (b *Bundle) find(ref string) map[string]any {
+	if r := b.entries[ref]; r != nil {
+		return r
+	}
+	segs := strings.Split(ref, "/")
+	if k := len(segs); k >= 4 && segs[k-2] == "_history" {
+		segs = segs[:k-2]
+	}
+	if k := len(segs); k >= 2 {
+		return b.entries[segs[k-2]+"/"+segs[k-1]]
 	}
 	return nil
 }

@@ -5,7 +5,7 @@ package profile
 // match no slice, openAtEnd wants them last, ordered slicing wants the
 // slices' values in the slices' order, and each slice's cardinality holds.
 // It returns the slice of each value, nil for none.
-func (w *walker) slice(p *compiled, c *element, items []node, parent node) []*element {
+func (w *walker) slice(p *compiled, c *element, items []node, parentLoc string) []*element {
 	sl := c.slicing
 	if sl == nil {
 		sl = defaultSlicing(c)
@@ -20,28 +20,27 @@ func (w *walker) slice(p *compiled, c *element, items []node, parent node) []*el
 		idx := w.sliceOf(p, c, sl, it)
 		if idx < 0 {
 			if sl.rules == "closed" {
-				w.errorf(p, "structure", it.loc, "%s: the value matches none of the slices, and the slicing is closed", elementID(c))
+				w.errorf(p, "structure", it.loc(), "%s: the value matches none of the slices, and the slicing is closed", elementID(c))
 			}
 			unmatched = true
 			continue
 		}
 		if sl.rules == "openAtEnd" && unmatched {
-			w.errorf(p, "structure", it.loc, "%s: values that match no slice must come after those of slice %s (openAtEnd)", elementID(c), c.slices[idx].sliceName)
+			w.errorf(p, "structure", it.loc(), "%s: values that match no slice must come after those of slice %s (openAtEnd)", elementID(c), c.slices[idx].sliceName)
 		}
 		if sl.ordered && idx < last {
-			w.errorf(p, "structure", it.loc, "%s: slice %s comes after slice %s, but the slices are ordered", elementID(c), c.slices[idx].sliceName, c.slices[last].sliceName)
+			w.errorf(p, "structure", it.loc(), "%s: slice %s comes after slice %s, but the slices are ordered", elementID(c), c.slices[idx].sliceName, c.slices[last].sliceName)
 		}
 		last = max(last, idx)
 		assigned[i] = c.slices[idx]
 		counts[idx]++
 	}
-	loc := parent.loc + "." + c.jsonName()
 	for j, s := range c.slices {
 		if counts[j] < s.min {
-			w.errorf(p, "required", loc, "%s: slice %s requires at least %d, but found %d", elementID(c), s.sliceName, s.min, counts[j])
+			w.errorf(p, "required", parentLoc+"."+c.jsonName(), "%s: slice %s requires at least %d, but found %d", elementID(c), s.sliceName, s.min, counts[j])
 		}
 		if s.max >= 0 && counts[j] > s.max {
-			w.errorf(p, "structure", loc, "%s: slice %s allows at most %d, but found %d", elementID(c), s.sliceName, s.max, counts[j])
+			w.errorf(p, "structure", parentLoc+"."+c.jsonName(), "%s: slice %s allows at most %d, but found %d", elementID(c), s.sliceName, s.max, counts[j])
 		}
 	}
 	return assigned

@@ -43,11 +43,11 @@ func (w *walker) checkType(p *compiled, el *element, n node) bool {
 		return true
 	}
 	if el.choice() {
-		w.errorf(p, "structure", n.loc, "%s: type %s is not allowed, only %s", elementID(el), n.typ, strings.Join(codes, ", "))
+		w.errorf(p, "structure", n.loc(), "%s: type %s is not allowed, only %s", elementID(el), n.typ, strings.Join(codes, ", "))
 		return false
 	}
 	if m, ok := n.value.(map[string]any); ok && m["resourceType"] != nil {
-		w.errorf(p, "structure", n.loc, "%s: a %s is not allowed, only %s", elementID(el), n.typ, strings.Join(codes, ", "))
+		w.errorf(p, "structure", n.loc(), "%s: a %s is not allowed, only %s", elementID(el), n.typ, strings.Join(codes, ", "))
 		return false
 	}
 	return true
@@ -95,7 +95,7 @@ func (w *walker) typeProfiles(p *compiled, el *element, n node) bool {
 			first = found
 		}
 	}
-	w.errorf(p, "structure", n.loc, "%s: the value conforms to none of the profiles %s", elementID(el), strings.Join(urls, ", "))
+	w.errorf(p, "structure", n.loc(), "%s: the value conforms to none of the profiles %s", elementID(el), strings.Join(urls, ", "))
 	w.issues = append(w.issues, first...)
 	return true
 }
@@ -106,13 +106,13 @@ func (w *walker) conformTo(p *compiled, url string, n node) {
 	tp, err := w.sc.profile(w.ctx, url)
 	switch {
 	case err != nil:
-		w.errorf(p, "invalid", n.loc, "the profile %s cannot be used: %v", url, err)
+		w.errorf(p, "invalid", n.loc(), "the profile %s cannot be used: %v", url, err)
 		return
 	case tp == nil:
 		if strings.HasPrefix(url, coreBase) {
 			return // a core type's own definition: the base validator's part
 		}
-		w.warnf(p, "not-supported", n.loc, "the profile %s is not known; the value is not checked against it", url)
+		w.warnf(p, "not-supported", n.loc(), "the profile %s is not known; the value is not checked against it", url)
 		return
 	}
 	if tp.kind == "resource" {

@@ -11,19 +11,19 @@ import (
 // minValue[x]/maxValue[x] to the value.
 func (w *walker) checkValue(p *compiled, el *element, n node) {
 	if el.fixed != nil && !fixedMatches(el.fixed, n.value) {
-		w.errorf(p, "value", n.loc, "%s: the value must be %s (%s)", elementID(el), compactJSON(el.fixed), el.fixedKey)
+		w.errorf(p, "value", n.loc(), "%s: the value must be %s (%s)", elementID(el), compactJSON(el.fixed), el.fixedKey)
 	}
 	if el.pattern != nil && !patternMatches(el.pattern, n.value) {
-		w.errorf(p, "value", n.loc, "%s: the value must match %s (%s)", elementID(el), compactJSON(el.pattern), el.patternKey)
+		w.errorf(p, "value", n.loc(), "%s: the value must match %s (%s)", elementID(el), compactJSON(el.pattern), el.patternKey)
 	}
 	if s, ok := n.value.(string); ok && el.maxLength > 0 && utf8.RuneCountInString(s) > el.maxLength {
-		w.errorf(p, "value", n.loc, "%s: the value is %d characters long, more than maxLength %d", elementID(el), utf8.RuneCountInString(s), el.maxLength)
+		w.errorf(p, "value", n.loc(), "%s: the value is %d characters long, more than maxLength %d", elementID(el), utf8.RuneCountInString(s), el.maxLength)
 	}
 	if el.minValue != nil && compareBound(n.value, el.minValue) < 0 {
-		w.errorf(p, "value", n.loc, "%s: the value is less than %s (%s)", elementID(el), compactJSON(el.minValue), el.minKey)
+		w.errorf(p, "value", n.loc(), "%s: the value is less than %s (%s)", elementID(el), compactJSON(el.minValue), el.minKey)
 	}
 	if el.maxValue != nil && compareBound(n.value, el.maxValue) > 0 {
-		w.errorf(p, "value", n.loc, "%s: the value is more than %s (%s)", elementID(el), compactJSON(el.maxValue), el.maxKey)
+		w.errorf(p, "value", n.loc(), "%s: the value is more than %s (%s)", elementID(el), compactJSON(el.maxValue), el.maxKey)
 	}
 }
 

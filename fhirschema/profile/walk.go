@@ -30,6 +30,7 @@ type walker struct {
 	root     map[string]any // the Bundle it is an entry of, or the resource
 	depth    int
 	steps    int
+	buf      []node // the values of the elements being walked, a stack
 	deep     bool // a bound was met (reported once)
 }
 
@@ -43,14 +44,14 @@ func (w *walker) validateResource(p *compiled, r map[string]any, loc string) {
 	prev := w.resource
 	w.resource = r
 	defer func() { w.resource = prev }()
-	w.element(p, p.root, node{value: r, loc: loc, path: typ, typ: typ})
+	w.element(p, p.root, rootNode(r, loc, typ))
 }
 
 // element validates the value n against the element definition el of
 // profile p: its type, value rules, binding, reference targets, type
 // profiles, children and invariants.
 func (w *walker) element(p *compiled, el *element, n node) {
-	if !w.enter(n.loc) {
+	if !w.enter(n) {
 		return
 	}
 	defer func() { w.depth-- }()
@@ -71,14 +72,14 @@ func (w *walker) element(p *compiled, el *element, n node) {
 
 // enter counts one more level of nesting and one more step; false past
 // maxDepth or maxSteps.
-func (w *walker) enter(loc string) bool {
+func (w *walker) enter(n node) bool {
 	w.steps++
 	switch {
 	case w.depth >= maxDepth:
-		w.stop(loc, fmt.Sprintf("profile validation stops at %d nested levels (a profile that refers to itself, or recursive slicing)", maxDepth))
+		w.stop(n.loc(), fmt.Sprintf("profile validation stops at %d nested levels (a profile that refers to itself, or recursive slicing)", maxDepth))
 		return false
 	case w.steps > maxSteps:
-		w.stop(loc, fmt.Sprintf("profile validation stops after %d steps", maxSteps))
+		w.stop(n.loc(), fmt.Sprintf("profile validation stops after %d steps", maxSteps))
 		return false
 	}
 	w.depth++
@@ -104,15 +105,24 @@ func (w *walker) children(p *compiled, el *element, n node) {
 		return
 	}
 	m := n.object()
+	if m == nil && !anyRequired(kids) {
+		return
+	}
+	pa := n.asParent()
 	for _, c := range kids {
-		items := collect(m, c, n)
-		for i := range items {
-			items[i] = childOf(items[i], c, n)
+		if isPrimitive(n.typ) && c.name == "value" {
+			continue // the primitive's value itself, not a property
 		}
-		w.cardinality(p, c, items, n)
+		start := len(w.buf)
+		w.buf = appendValues(w.buf, m, c, pa.loc)
+		items := w.buf[start:len(w.buf):len(w.buf)]
+		for i := range items {
+			items[i] = childOf(items[i], c, pa)
+		}
+		w.cardinality(p, c, items, pa.loc)
 		var assigned []*element
 		if c.slicing != nil || len(c.slices) > 0 {
-			assigned = w.slice(p, c, items, n)
+			assigned = w.slice(p, c, items, pa.loc)
 		}
 		for i, it := range items {
 			def := c
@@ -125,9 +135,20 @@ func (w *walker) children(p *compiled, el *element, n node) {
 			}
 		}
 		if c.name == "extension" || c.name == "modifierExtension" {
-			w.extensionCardinality(items, n, c.name)
+			w.extensionCardinality(items, pa.loc, c.name)
+		}
+		w.buf = w.buf[:start]
+	}
+}
+
+// anyRequired reports whether one of elems has a minimum cardinality.
+func anyRequired(elems []*element) bool {
+	for _, e := range elems {
+		if e.min > 0 {
+			return true
 		}
 	}
+	return false
 }
 
 // itemType is the FHIR type of a value of element c: the choice's type,
@@ -164,13 +185,12 @@ func hasProfile(e *element) bool {
 }
 
 // cardinality checks the number of values of c against its min and max.
-func (w *walker) cardinality(p *compiled, c *element, items []node, parent node) {
-	loc := parent.loc + "." + c.jsonName()
+func (w *walker) cardinality(p *compiled, c *element, items []node, parentLoc string) {
 	if len(items) < c.min {
-		w.errorf(p, "required", loc, "%s: minimum required = %d, but only found %d", elementID(c), c.min, len(items))
+		w.errorf(p, "required", parentLoc+"."+c.jsonName(), "%s: minimum required = %d, but only found %d", elementID(c), c.min, len(items))
 	}
 	if c.max >= 0 && len(items) > c.max {
-		w.errorf(p, "structure", loc, "%s: maximum allowed = %d, but found %d", elementID(c), c.max, len(items))
+		w.errorf(p, "structure", parentLoc+"."+c.jsonName(), "%s: maximum allowed = %d, but found %d", elementID(c), c.max, len(items))
 	}
 }
 
@@ -186,8 +206,8 @@ func elementID(e *element) string {
 // of its type, for its extensions and the resources it contains.
 func (w *walker) base(n node) {
 	if m, ok := n.value.(map[string]any); ok {
-		if rt, ok := m["resourceType"].(string); ok && n.loc != "" && w.resource != nil && !sameMap(m, w.resource) {
-			w.nested(m, rt, n.loc)
+		if rt, ok := m["resourceType"].(string); ok && w.resource != nil && !sameMap(m, w.resource) {
+			w.nested(m, rt, n.loc())
 			return
 		}
 	}
@@ -199,7 +219,7 @@ func (w *walker) base(n node) {
 	if bt == nil {
 		return
 	}
-	if !w.enter(n.loc) {
+	if !w.enter(n) {
 		return
 	}
 	defer func() { w.depth-- }()
@@ -212,18 +232,19 @@ func (w *walker) baseChildren(el *element, n node) {
 	if m == nil {
 		return
 	}
+	pa := n.asParent()
 	for _, c := range el.kids() {
-		items := collect(m, c, n)
+		items := collect(m, c, pa.loc)
 		if c.name == "extension" || c.name == "modifierExtension" {
-			w.extensionCardinality(items, n, c.name)
+			w.extensionCardinality(items, pa.loc, c.name)
 		}
 		for _, it := range items {
-			it = childOf(it, c, n)
+			it = childOf(it, c, pa)
 			switch {
 			case c.name == "extension" || c.name == "modifierExtension":
 				w.extension(it, n, c.name == "modifierExtension", false)
 			case len(c.kids()) > 0:
-				if w.enter(it.loc) {
+				if w.enter(it) {
 					w.baseChildren(c, it)
 					w.depth--
 				}
@@ -239,10 +260,11 @@ func (w *walker) primitiveExtensions(n node) {
 	if n.twin == nil {
 		return
 	}
-	items := collectKey(n.twin, "extension", "Extension", n)
-	w.extensionCardinality(items, n, "extension")
+	pa := n.asParent()
+	items := collectKey(n.twin, "extension", "Extension", pa.loc)
+	w.extensionCardinality(items, pa.loc, "extension")
 	for _, it := range items {
-		it.path = n.path + ".extension"
+		it.ppath, it.pbase, it.name = pa.path, pa.base, "extension"
 		w.extension(it, n, false, false)
 	}
 }
@@ -267,7 +289,7 @@ func (w *walker) nested(r map[string]any, typ, loc string) {
 	defer func() { w.resource, w.root = prevRes, prevRoot }()
 	claimed := claimedProfiles(r)
 	if len(claimed) == 0 {
-		w.base(node{value: r, loc: loc, path: typ, typ: typ})
+		w.base(rootNode(r, loc, typ))
 		return
 	}
 	for _, url := range claimed {

@@ -1,0 +1,60 @@
+package profile_test
+
+import (
+	"context"
+	"testing"
+
+	"fhirstore/fhirschema/profile"
+)
+
+// TestReferenceTargetsInABundle: a lab Observation's subject, an entry of
+// the same Bundle, counts by the profile it claims, or else by the one it
+// conforms to.
+func TestReferenceTargetsInABundle(t *testing.T) {
+	pkg := usCore(t, "6.1.0")
+	defs := profile.Merge(pkg.defs, profile.Core())
+	conforming := `{"resourceType":"Patient","identifier":[{"system":"urn:x","value":"1"}],"name":[{"family":"Doe"}],"gender":"female"}`
+	claiming := `{"resourceType":"Patient","meta":{"profile":["` + uc + `us-core-patient"]}}`
+	for _, c := range []struct {
+		name, subject, entry, severity, at, text string
+	}{
+		{"a Patient entry claiming US Core Patient", "urn:uuid:1", claiming, "", "", ""},
+		{"a Patient entry conforming to US Core Patient", "urn:uuid:1", conforming, "", "", ""},
+		{"a Patient entry that does not conform", "urn:uuid:1", `{"resourceType":"Patient"}`, "error", "Observation.subject", "the referenced Patient conforms to none of " + uc + "us-core-patient"},
+		{"a Device entry", "urn:uuid:1", `{"resourceType":"Device"}`, "error", "Observation.subject", "the reference points to a Device"},
+		{"an entry found by type and id", "Patient/7", `{"resourceType":"Patient","id":"7"}`, "error", "Observation.subject", "conforms to none"},
+		{"a reference to nothing in the Bundle", "Patient/8", `{"resourceType":"Patient","id":"7"}`, "", "", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			obs := clone(t, pkg.examples["Observation-cbc-hemoglobin.json"])
+			obs["subject"] = obj{"reference": c.subject}
+			entry, err := decode([]byte(c.entry))
+			if err != nil {
+				t.Fatal(err)
+			}
+			bundle := obj{"resourceType": "Bundle", "type": "transaction", "entry": list{
+				obj{"fullUrl": "urn:uuid:1", "resource": entry},
+				obj{"fullUrl": "urn:uuid:2", "resource": obs},
+			}}
+			issues, err := validator.Validate(context.Background(), defs, obs, uc+"us-core-observation-lab", profile.WithBundle(bundle))
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkIssue(t, issues, c.severity, c.at, c.text)
+		})
+	}
+}
+
+// TestContainedResourcesAreCheckedAgainstTheirClaims: a contained resource
+// claiming a profile is validated against it, at its place.
+func TestContainedResourcesAreCheckedAgainstTheirClaims(t *testing.T) {
+	pkg := usCore(t, "6.1.0")
+	obs := clone(t, pkg.examples["Observation-cbc-hemoglobin.json"])
+	obs["contained"] = list{obj{"resourceType": "Patient", "id": "p", "meta": obj{"profile": list{uc + "us-core-patient"}}, "gender": "male"}}
+	obs["subject"] = obj{"reference": "#p"}
+	issues, err := validator.Validate(context.Background(), profile.Merge(pkg.defs, profile.Core()), obs, uc+"us-core-observation-lab")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkIssue(t, issues, "error", "Observation.contained[0].identifier", "minimum required = 1")
+}
