@@ -31,7 +31,7 @@ type walker struct {
 	depth    int
 	steps    int
 	buf      []node // the values of the elements being walked, a stack
-	deep     bool // a bound was met (reported once)
+	deep     bool   // a bound was met (reported once)
 }
 
 // resource validates r, at loc, against profile p.
