@@ -21,17 +21,15 @@ import (
 var coreBin []byte
 
 // coreDefs is the Definitions of the built-in R4 core resources. The index
-// is read on first use; each resource is inflated and decoded on its first
-// lookup and kept.
+// is read on first use; a resource is inflated and decoded at each lookup
+// and not kept (all decoded, they would hold some 12 MB): a Validator
+// keeps what it compiles from them.
 type coreDefs struct {
 	once  sync.Once
 	err   error
 	index map[string]coreEntry // "Type url" and "Type url|version"
 	keys  map[string]bool
 	body  []byte // the deflated resources
-
-	mu      sync.Mutex
-	decoded map[string]map[string]any
 }
 
 type coreEntry struct {
@@ -51,21 +49,14 @@ func (c *coreDefs) Resource(_ context.Context, typ, url string) (map[string]any,
 	if err := c.load(); err != nil {
 		return nil, err
 	}
-	key := typ + " " + url
-	e, ok := c.index[key]
+	e, ok := c.index[typ+" "+url]
 	if !ok {
 		return nil, nil
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if r, ok := c.decoded[key]; ok {
-		return r, nil
 	}
 	r, err := decodeDeflated(c.body[e.offset : e.offset+e.length])
 	if err != nil {
 		return nil, fmt.Errorf("core %s %s: %w", typ, url, err)
 	}
-	c.decoded[key] = r
 	return r, nil
 }
 
@@ -107,7 +98,6 @@ func (c *coreDefs) read() error {
 	}
 	c.body = coreBin[8+n:]
 	c.index = make(map[string]coreEntry, 2*len(index.Entries))
-	c.decoded = map[string]map[string]any{}
 	for _, e := range index.Entries {
 		typ, _ := e[0].(string)
 		url, _ := e[1].(string)
