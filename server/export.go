@@ -356,7 +356,9 @@ func (s *Server) exportStatus(c *gin.Context, id string) {
 
 // manifestFile is an entry of output or error in a manifest.
 type manifestFile struct {
-	Type  string `json:"type"`
+	Type string `json:"type"`
+	// Name is the view of a $viewdefinition-export file.
+	Name  string `json:"name,omitempty"`
 	URL   string `json:"url"`
 	Count *int64 `json:"count,omitempty"`
 }
@@ -366,7 +368,7 @@ func manifest(base string, job *bulkexport.Job) map[string]any {
 	files := func(list []bulkexport.File, counted bool) []manifestFile {
 		out := make([]manifestFile, 0, len(list))
 		for _, f := range list {
-			m := manifestFile{Type: f.Type, URL: base + "/" + exportFile + "/" + job.ID + "/" + f.Name}
+			m := manifestFile{Type: f.Type, Name: f.View, URL: base + "/" + exportFile + "/" + job.ID + "/" + f.Name}
 			if counted {
 				n := f.Count
 				m.Count = &n
@@ -445,7 +447,7 @@ func (s *Server) exportDownload(c *gin.Context, id, name string) {
 		s.abort(c, fmt.Errorf("open export file: %w", err))
 		return
 	}
-	c.Header("Content-Type", ndjsonType)
+	c.Header("Content-Type", exportFileType(f))
 	http.ServeContent(c.Writer, c.Request, "", st.ModTime(), file)
 }
 

@@ -28,6 +28,16 @@ type fileWriter struct {
 	last  string // id of the last resource written
 }
 
+// partWriter writes the files of one type (or view) of a job, closing
+// each at the end of a resource: position is the id of the last resource
+// in the closed files and the number of the next file.
+type partWriter interface {
+	close() (*File, error)
+	position() (last string, part int)
+}
+
+func (w *fileWriter) position() (string, int) { return w.last, w.part }
+
 // name is the final name of the current file.
 func (w *fileWriter) name() string { return fmt.Sprintf("%s-%d.ndjson", w.typ, w.part) }
 

@@ -68,11 +68,29 @@ type Request struct {
 	// Notes are issues to report in the error files (types left out, ignored
 	// parameters), as OperationOutcome diagnostics.
 	Notes []string
+	// Views, when set, make the job a $viewdefinition-export: a file set per
+	// view, of its rows in Format, in place of resources (Types[i] is the
+	// resource type Views[i] reads).
+	Views []View
+	// Format is json, ndjson, csv or parquet (package view); NoHeader
+	// leaves out the header row of CSV.
+	Format   string
+	NoHeader bool
+}
+
+// View is one view of a $viewdefinition-export.
+type View struct {
+	// Name names the view's files and its entry in the manifest.
+	Name string `bson:"name"`
+	// Definition is the ViewDefinition, JSON.
+	Definition string `bson:"definition"`
 }
 
 // File is one finished output file.
 type File struct {
-	Type  string `bson:"type"`
+	Type string `bson:"type"`
+	// View is the view whose rows the file holds, in a view export.
+	View  string `bson:"view,omitempty"`
 	Name  string `bson:"name"`
 	Count int64  `bson:"count"`
 	// synced delivers the outcome of syncing a file just written (finalize).
@@ -101,6 +119,9 @@ type Job struct {
 	TypeFilters     []string   `bson:"typeFilters,omitempty"`
 	Elements        []string   `bson:"elements,omitempty"`
 	Notes           []string   `bson:"notes,omitempty"`
+	Views           []View     `bson:"views,omitempty"`
+	Format          string     `bson:"format,omitempty"`
+	NoHeader        bool       `bson:"noHeader,omitempty"`
 	TransactionTime time.Time  `bson:"transactionTime"`
 	CreatedAt       time.Time  `bson:"createdAt"`
 	Heartbeat       time.Time  `bson:"heartbeat"`

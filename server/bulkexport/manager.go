@@ -183,7 +183,7 @@ func (m *Manager) Kickoff(ctx context.Context, tenant string, req Request) (*Job
 	now := m.now()
 	job := &Job{ID: uuid.NewString(), State: StateAccepted, Request: req.URL, Level: req.Level, Group: req.Group,
 		Patients: patients, Types: req.Types, Since: req.Since, TypeFilters: req.TypeFilters, Elements: req.Elements,
-		Notes: req.Notes, TransactionTime: now, CreatedAt: now, Heartbeat: now,
+		Notes: req.Notes, Views: req.Views, Format: req.Format, NoHeader: req.NoHeader, TransactionTime: now, CreatedAt: now, Heartbeat: now,
 		ExpiresAt: now.Add(m.cfg.Expiry), Owner: m.owner, Attempts: 1, Cursor: Cursor{Part: 1}}
 	m.mu.Lock()
 	defer m.mu.Unlock()

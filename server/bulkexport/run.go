@@ -237,6 +237,9 @@ func (r *run) save(ctx context.Context) error {
 // exportType writes the resources of one type, from where the cursor from
 // says, into files, recording them at checkpoints.
 func (r *run) exportType(ctx context.Context, from Cursor, filters map[string][]*search.Query) error {
+	if len(r.job.Views) > 0 {
+		return r.exportView(ctx, from)
+	}
 	typ := r.job.Types[from.Type]
 	match, err := r.match(typ, filters[typ])
 	if err != nil {
@@ -270,7 +273,7 @@ func (r *run) exportType(ctx context.Context, from Cursor, filters map[string][]
 // finish closes the current file of w, the writer of type i (at the
 // type's end, marking the type done), recording what is pending once a
 // checkpoint is due.
-func (r *run) finish(ctx context.Context, i int, w *fileWriter, typeDone bool) error {
+func (r *run) finish(ctx context.Context, i int, w partWriter, typeDone bool) error {
 	f, err := w.close()
 	if err != nil {
 		return err
@@ -280,7 +283,7 @@ func (r *run) finish(ctx context.Context, i int, w *fileWriter, typeDone bool) e
 	p := r.types[i]
 	if f != nil {
 		p.files = append(p.files, *f)
-		p.after, p.part = w.last, w.part
+		p.after, p.part = w.position()
 	}
 	p.done = typeDone
 	if time.Since(r.checkpoint) < checkpointEvery {
