@@ -2,8 +2,8 @@
 // (cardinality, types, fixed and pattern values, slicing, extensions,
 // bindings and invariants) and generates snapshots from differentials. It
 // reads conformance resources through Definitions: the R4 core ones built
-// into the binary (Core) merged with a tenant's own (Merge), or a set held
-// in memory (NewMemory).
+// into the binary (Core), a tenant's own merged over them (Merge), or a
+// set held in memory (NewMemory, for a package read offline).
 //
 // # Validating
 //
@@ -11,40 +11,61 @@
 // issues, each with a FHIRPath expression at the exact element
 // (Patient.identifier, Patient.name[0], Observation.component) and the
 // profile's URL and the rule or constraint key in its text; invariant
-// issues carry the key and the profile in Issue.Key and Issue.Source. It
-// checks cardinality at every level, types and choice types, reference
+// issues also carry the key and the profile in Issue.Key and Issue.Source.
+// It checks cardinality at every level, types and choice types, reference
 // targets (by the reference's type, and a target contained or in the same
-// Bundle by the profile it claims or conforms to), fixed[x] and
-// pattern[x], maxLength, minValue and maxValue, slicing (value, pattern,
-// type, profile and exists discriminators; open, closed and openAtEnd
-// rules; ordered slices; each slice's cardinality), extensions by their
-// definitions (context, cardinality, value types; an unknown modifier
-// extension is an error, another unknown extension a warning), bindings
-// (a code outside a required value set is an error, outside an extensible
-// or preferred one a warning, and a value set that cannot be expanded from
-// the definitions a warning saying so) and the invariants the profile adds
-// beyond the core ones, which the base validator checks. mustSupport is not
+// Bundle by the profile it claims, or else the one it conforms to),
+// fixed[x] and pattern[x], maxLength, minValue and maxValue, slicing
+// (value, pattern, type, profile and exists discriminators; open, closed
+// and openAtEnd rules; ordered slices; each slice's cardinality),
+// extensions by their definitions (context, cardinality, value types; an
+// unknown modifier extension is an error, another unknown extension a
+// warning), bindings (a code outside a required value set is an error,
+// outside an extensible or preferred one a warning, and a value set that
+// cannot be expanded from the definitions — a VSAC one not installed — a
+// warning saying so) and the invariants the profile adds beyond the core
+// ones (CoreInvariant), which the base validator checks. mustSupport is not
 // enforced. Contained resources are checked against the profiles they
-// claim. Nesting is bounded: a profile that refers to itself, or slicing
-// that recurses, stops at 64 levels with a warning.
+// claim. Validation is bounded: a profile that refers to itself, or slicing
+// that recurses, stops at 64 nested levels, and any validation after a
+// million steps, with a warning.
+//
+// An unknown profile is ErrUnknownProfile; a profile that cannot be used (a
+// malformed snapshot, a differential that cannot be applied, a base that
+// is missing or is the profile itself) is ErrInvalidProfile.
 //
 // WithBundle names the Bundle a resource is an entry of, so that its
 // references resolve among the entries; WithIndexedBundle does so with the
-// entries indexed once (IndexBundle) for many validations.
+// entries indexed once (IndexBundle) for the validation of many entries.
 //
 // # Caching
 //
 // A Validator compiles each profile and expands each value set once per
 // Definitions value and generation: Definitions values that compare equal
 // (the same pointer, or Merge of the same values) share them, and a new
-// generation discards them.
+// Generation discards them. Definitions that are not comparable are
+// compiled afresh at each validation.
 //
 // # Snapshots
 //
 // GenerateSnapshot builds a StructureDefinition's snapshot from its
-// differential and its base's snapshot; a profile that has only a
-// differential gets one when it is first used. A differential that cannot
-// be applied is a *DifferentialError naming the element.
+// differential and its base's snapshot (generated in turn when the base
+// has none); a profile that has only a differential gets one when it is
+// first used. Data types and slices are spelled out where the differential
+// constrains their elements; a choice named by one of its types
+// (valueQuantity) restricts the choice to that type when the differential
+// types or requires it, and is otherwise an open slice by type. A
+// differential element that cannot be applied (an element the base does
+// not have, a cardinality or type wider than the base's) is a
+// *DifferentialError naming it.
+//
+// # Core
+//
+// The core definitions are those of R4 4.0.1 (profiles-resources,
+// profiles-types, extension-definitions, valuesets, v3-codesystems and
+// v2-tables), stripped of what validation does not read and deflated one
+// by one in core.bin, which gencore.go writes; each is inflated when it is
+// looked up.
 package profile
 
 import (

@@ -50,7 +50,8 @@ func (w *walker) checkBinding(p *compiled, el *element, n node) {
 }
 
 // codingsOf takes the codes of a code, Coding, CodeableConcept, Quantity,
-// string or uri value. textOnly reports a complex value with no code.
+// string or uri value. textOnly reports a complex value with no code and
+// no extension (such as a data absent reason) standing for one.
 func codingsOf(n node) (codes []coding, textOnly bool) {
 	switch v := n.value.(type) {
 	case string:
@@ -64,12 +65,14 @@ func codingsOf(n node) (codes []coding, textOnly bool) {
 					codes = append(codes, c)
 				}
 			}
-			return codes, len(codes) == 0 && len(list) == 0
+			_, extended := v["extension"]
+			return codes, len(codes) == 0 && len(list) == 0 && !extended
 		}
 		if c, ok := codingOf(v); ok {
 			return []coding{c}, false
 		}
-		return nil, n.typ != "Quantity"
+		_, extended := v["extension"]
+		return nil, n.typ != "Quantity" && !extended
 	}
 	return nil, false
 }
