@@ -17,6 +17,7 @@ var commands = []struct{ name, does string }{
 	{"migrate", "move a data dir of the previous embedded engine (FerretDB) into the indexed one"},
 	{"recover", "list unfinished transactions; retry or abandon those recovery could not apply"},
 	{"fhirpath", "evaluate a FHIRPath expression against a JSON or XML resource; prints the result as JSON"},
+	{"view", "run SQL on FHIR ViewDefinitions over a server's data; rows as csv, ndjson, json or parquet"},
 }
 
 // examples are printed by COMMAND -h after the flags; each is a command
@@ -62,6 +63,14 @@ var examples = map[string][]string{
 		"fhirstore fhirpath --lenient --resource patient.json 'Patient.nmae.exists()'",
 		"    an element the model does not know is empty instead of an error",
 		"    exit status: 0 a result, 1 an evaluation error, 2 a syntax error or bad usage",
+	},
+	"view": {
+		"fhirstore view --data-dir ./data patient_names.json",
+		"    the rows of tenant demo's Patients at http://localhost:8080/fhir/r4 as CSV on standard output, with a dev token",
+		"fhirstore view --url https://acme.fhir.example/fhir/r4 --token \"$TOKEN\" --format parquet --out ./views bp.json visits.json",
+		"    ./views/bp.parquet and ./views/visits.parquet, a progress line on standard error",
+		"fhirstore view --direct --data-dir ./data --format ndjson --out ./views observations.json",
+		"    reads the database of ./data in this process, beside a running server or not",
 	},
 	"client": {
 		"fhirstore client create --data-dir ./data --tenant demo --scope 'system/*.read' --name reporting",

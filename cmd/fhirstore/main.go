@@ -9,6 +9,7 @@
 //	fhirstore migrate --data-dir DIR     move a data dir of the previous embedded engine into the indexed one
 //	fhirstore recover --list             list, retry or abandon transactions recovery could not apply
 //	fhirstore fhirpath EXPRESSION        evaluate a FHIRPath expression, on --resource FILE or no input
+//	fhirstore view [flags] VIEW.json     run SQL on FHIR views over a server's data, rows as csv, ndjson, json or parquet
 package main
 
 import (
@@ -99,6 +100,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return recoverCmd(ctx, args, stdout, stderr)
 	case "fhirpath":
 		return fhirpathCmd(ctx, args, stdout, stderr)
+	case "view":
+		return viewCmd(ctx, args, stdout, stderr)
 	default:
 		return errUnknownCommand(cmd)
 	}

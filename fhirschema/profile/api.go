@@ -57,7 +57,8 @@
 // types or requires it, and is otherwise an open slice by type. A
 // differential element that cannot be applied (an element the base does
 // not have, a cardinality or type wider than the base's) is a
-// *DifferentialError naming it.
+// *DifferentialError naming it. CheckSnapshot tells whether a snapshot
+// given with a StructureDefinition (a package's) contradicts its base.
 //
 // # Core
 //

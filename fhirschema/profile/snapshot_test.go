@@ -169,8 +169,6 @@ func compareSnapshots(t *testing.T, name string, want, got []string) {
 	}
 }
 
-var _ = errors.Is
-
 // foldTypeSlices writes a choice restricted to one type by a closed type
 // slicing with a single slice (value[x] with slice valueQuantity, as some
 // versions of the IG publisher write it) as the choice restricted to that
@@ -210,4 +208,34 @@ func foldTypeSlices(list []any) []map[string]any {
 		i++
 	}
 	return out
+}
+
+// TestPackageSnapshotsAgreeWithTheirBases: no US Core snapshot widens its
+// base; one that does is refused at the element.
+func TestPackageSnapshotsAgreeWithTheirBases(t *testing.T) {
+	for _, version := range []string{"3.1.1", "6.1.0"} {
+		pkg := usCore(t, version)
+		defs := profile.Merge(pkg.defs, profile.Core())
+		for _, sd := range structureDefinitions(pkg) {
+			if !hasBase(defs, sd) {
+				continue
+			}
+			if err := profile.CheckSnapshot(context.Background(), defs, sd); err != nil {
+				t.Errorf("%s %s: %v", version, sd["url"], err)
+			}
+		}
+	}
+	pkg := usCore(t, "6.1.0")
+	defs := profile.Merge(pkg.defs, profile.Core())
+	sd, _ := pkg.defs.Resource(context.Background(), "StructureDefinition", uc+"us-core-patient")
+	widened := clone(t, sd)
+	for _, e := range asList(widened["snapshot"].(map[string]any)["element"]) {
+		if m := e.(map[string]any); m["id"] == "Patient.gender" {
+			m["max"] = "*"
+		}
+	}
+	var de *profile.DifferentialError
+	if err := profile.CheckSnapshot(context.Background(), defs, widened); !errors.As(err, &de) || de.Path != "Patient.gender" {
+		t.Errorf("a widened gender: got %v", err)
+	}
 }
