@@ -95,6 +95,11 @@ var mutations = []mutation{
 	{"a name with only text breaks us-core-6", "6.1.0", "Patient-example.json", "",
 		func(r obj) { r["name"] = list{obj{"text": "Amy"}} }, "Patient.name[0]", "us-core-6"},
 
+	{"a 3.1.1 lab result dated to the year breaks us-core-1", "3.1.1", "Observation-hemoglobin.json", "",
+		func(r obj) { r["effectiveDateTime"] = "2005" }, "Observation.effectiveDateTime", "us-core-1"},
+	{"a BMI dated to the month breaks vs-1 of the vital signs", "6.1.0", "Observation-bmi.json", "",
+		func(r obj) { r["effectiveDateTime"] = "1999-07" }, "Observation.effectiveDateTime", "vs-1: if Observation.effective[x] is dateTime"},
+
 	// A resource of another type than the profile's.
 	{"a Patient against a lab profile", "6.1.0", "Patient-example.json", uc + "us-core-observation-lab",
 		func(r obj) {}, "Patient", "the profile constrains Observation, not Patient"},
