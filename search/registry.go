@@ -27,8 +27,9 @@ type Param struct {
 	Base, Target, Modifier, Comparator []string
 	Expression                         string // the official one
 	Description                        string
-	// URL is the canonical URL of the SearchParameter that defines it;
-	// empty for the service's own parameters (custom-parameters.json).
+	// URL is the canonical URL of the SearchParameter that defines it
+	// (the service's own are under https://fhirstore.dev/fhir/); empty
+	// for a parameter defined without one.
 	URL string
 	// Tenant marks a parameter of the tenant's own SearchParameters (see
 	// Registry.With): its values may still be re-indexed.
