@@ -25,19 +25,19 @@ func (c *collection) op(verb string) string { return verb + " " + c.db + "." + c
 // creating them first (with create) if this process has not; it retries
 // once when another process dropped them meanwhile. Without create, a
 // collection without tables is left alone: fn's error is ignored.
-func (c *collection) write(ctx context.Context, create bool, fn func(w *conn) error) error {
+func (c *collection) write(ctx context.Context, create bool, fn func(ctx context.Context, w *conn) error) error {
 	f, err := c.e.file(ctx, c.db)
 	if err != nil {
 		return err
 	}
 	for attempt := 0; ; attempt++ {
-		err = f.write(ctx, func(w *conn) error {
+		err = f.write(ctx, func(ctx context.Context, w *conn) error {
 			if create && !f.known(c.n.coll) {
 				if err := createTables(ctx, w, c.n, c.e.words); err != nil {
 					return err
 				}
 			}
-			return fn(w)
+			return fn(ctx, w)
 		})
 		if err == nil {
 			f.remember(c.n.coll)
@@ -63,7 +63,7 @@ func (c *collection) InsertOne(ctx context.Context, doc any) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", c.op("insert into"), err)
 		}
-		err = c.write(ctx, true, func(w *conn) error { return c.insertOne(ctx, w, p) })
+		err = c.write(ctx, true, func(ctx context.Context, w *conn) error { return c.insertOne(ctx, w, p) })
 		return classify(c.op("insert into"), err)
 	})
 }
@@ -84,7 +84,7 @@ func (c *collection) InsertMany(ctx context.Context, docs []any) error {
 			return fmt.Errorf("%s: %w", c.op("insert into"), err)
 		}
 		var failed []engine.WriteError
-		err = c.write(ctx, true, func(w *conn) error {
+		err = c.write(ctx, true, func(ctx context.Context, w *conn) error {
 			failed = failed[:0]
 			d := pathDeltas{}
 			pending := &entryRows{n: c.n}
@@ -127,7 +127,7 @@ func (c *collection) ReplaceOne(ctx context.Context, filter bson.D, doc any, ups
 		if err != nil {
 			return fmt.Errorf("%s: %w", c.op("replace in"), err)
 		}
-		err = c.write(ctx, upsert, func(w *conn) error {
+		err = c.write(ctx, upsert, func(ctx context.Context, w *conn) error {
 			matched = false
 			old, err := c.matches(ctx, w, x, 1)
 			if err != nil {
@@ -239,7 +239,7 @@ func (c *collection) delete(ctx context.Context, filter bson.D, limit int64) (in
 		if err != nil {
 			return fmt.Errorf("%s: %w", c.op("delete from"), err)
 		}
-		err = c.write(ctx, false, func(w *conn) error {
+		err = c.write(ctx, false, func(ctx context.Context, w *conn) error {
 			n = 0
 			old, err := c.matches(ctx, w, x, limit)
 			if err != nil {
@@ -325,7 +325,7 @@ func (c *collection) CreateIndexes(ctx context.Context, indexes []engine.Index) 
 				return fmt.Errorf("%s: an index without a name: %w", c.op("create indexes of"), engine.ErrUnsupported)
 			}
 		}
-		err := c.write(ctx, true, func(w *conn) error {
+		err := c.write(ctx, true, func(ctx context.Context, w *conn) error {
 			for _, ix := range indexes {
 				keys, err := bson.Marshal(ix.Keys)
 				if err != nil {

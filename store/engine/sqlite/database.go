@@ -59,7 +59,7 @@ func (d *database) Drop(ctx context.Context) error {
 		if err != nil {
 			return classify("drop database "+d.name, err)
 		}
-		err = f.write(ctx, func(w *conn) error {
+		err = f.write(ctx, func(ctx context.Context, w *conn) error {
 			tables, err := queryStrings(ctx, w, "SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY sql LIKE 'CREATE VIRTUAL%' DESC")
 			if err != nil {
 				return err

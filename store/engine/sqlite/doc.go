@@ -10,10 +10,14 @@
 // Each database is one file, <dir>/<database>.db (8 KiB pages), in WAL
 // mode so that readers never wait for the writer and several processes
 // can share it: busy_timeout makes writers of different processes take
-// turns. A file has one writer connection (every write is one BEGIN
-// IMMEDIATE transaction) and a pool of query_only readers (the one used
-// last is taken first: its cache is the warmest); every read runs in a
-// read transaction, so what it plans with and what it reads are one
+// turns. A file has one writer connection and a pool of query_only
+// readers. Writes queue for the writer, which commits every write queued
+// at the moment it takes its turn in one BEGIN IMMEDIATE transaction
+// (group commit), each write in a savepoint of its own: a write that
+// fails is rolled back to its savepoint and fails alone, the others
+// commit together in one append to the WAL (see commit.go). The reader
+// used last is taken first (its cache is the warmest); every read runs
+// in a read transaction, so what it plans with and what it reads are one
 // snapshot. Connections map the file into memory (mmap) and keep a
 // modest page cache. A checkpointer of its own copies committed pages
 // from the WAL into the file at most once a second while writes go on (a

@@ -40,6 +40,7 @@ type Engine struct {
 	pins   *pinned
 	counts *countCache
 	words  *wordPaths
+	stats  writeStats
 
 	mu     sync.Mutex
 	files  map[string]*file
@@ -129,13 +130,30 @@ func (e *Engine) file(ctx context.Context, name string) (*file, error) {
 	if f, ok := e.files[name]; ok {
 		return f, nil
 	}
-	f, err := openFile(e.dir, name, e.opts.ReadConns, e.words, e.log)
+	f, err := openFile(e.dir, name, e.opts.ReadConns, e.words, &e.stats, e.log)
 	if err != nil {
 		return nil, err
 	}
 	e.log.Debug("opened SQLite file", zap.String("database", name))
 	e.files[name] = f
 	return f, nil
+}
+
+// WriteStats counts the writes of the engine's files and the
+// transactions that committed them: several writes queued together
+// commit in one transaction (see the package documentation).
+type WriteStats struct {
+	Writes, Transactions int64
+}
+
+// writeStats are the engine's counts of WriteStats.
+type writeStats struct {
+	writes, transactions atomic.Int64
+}
+
+// WriteStats returns the counts of writes and transactions since Open.
+func (e *Engine) WriteStats() WriteStats {
+	return WriteStats{Writes: e.stats.writes.Load(), Transactions: e.stats.transactions.Load()}
 }
 
 // checkDatabaseName refuses names that are not plain file names.

@@ -21,8 +21,8 @@ const formatVersion = 1
 // write lock only.
 type fieldCodes struct {
 	codes  map[string]int64
-	schema int64 // the schema_version codes were read at
-	added  bool  // the transaction in progress numbered new paths
+	schema int64    // the schema_version codes were read at
+	added  []string // the paths the transaction in progress numbered
 }
 
 // begin readies the codes for a write transaction: when the schema
@@ -36,7 +36,7 @@ func (fc *fieldCodes) begin(ctx context.Context, w *conn) error {
 	if fc.codes != nil && v == fc.schema {
 		return nil
 	}
-	fc.codes, fc.schema, fc.added = map[string]int64{}, v, false
+	fc.codes, fc.schema, fc.added = map[string]int64{}, v, nil
 	r, err := w.query(ctx, "SELECT path, id FROM "+fieldsTable, nil)
 	if noTable(err) {
 		return nil // created with the first collection's tables
@@ -66,17 +66,29 @@ func (fc *fieldCodes) code(ctx context.Context, w *conn, path string) (int64, er
 	if _, err := w.queryRow(ctx, "SELECT id FROM "+fieldsTable+" WHERE path = ?", []any{path}, &c); err != nil {
 		return 0, fmt.Errorf("number path %q: %w", path, err)
 	}
-	fc.codes[path], fc.added = c, true
+	fc.codes[path] = c
+	fc.added = append(fc.added, path)
 	return c, nil
 }
 
 // end follows the transaction's end: the numbers it added are forgotten
 // when it rolled back.
 func (fc *fieldCodes) end(committed bool) {
-	if fc.added && !committed {
-		fc.codes = nil
+	if !committed {
+		fc.rollbackTo(0)
 	}
-	fc.added = false
+	fc.added = fc.added[:0]
+}
+
+// mark is the point a savepoint starts at, for rollbackTo.
+func (fc *fieldCodes) mark() int { return len(fc.added) }
+
+// rollbackTo forgets the numbers added since mark (a savepoint rolled back).
+func (fc *fieldCodes) rollbackTo(mark int) {
+	for _, p := range fc.added[mark:] {
+		delete(fc.codes, p)
+	}
+	fc.added = fc.added[:mark]
 }
 
 // field writes the number of path, read in the statement's snapshot (NULL,
@@ -102,7 +114,7 @@ func (f *file) upgrade(ctx context.Context) (int, error) {
 		return 0, nil
 	}
 	var n int
-	err := f.write(ctx, func(w *conn) (err error) {
+	err := f.write(ctx, func(ctx context.Context, w *conn) (err error) {
 		n, err = convertTables(ctx, w)
 		return err
 	})

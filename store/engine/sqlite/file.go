@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
@@ -38,8 +37,14 @@ type file struct {
 	name string
 	path string
 
-	wmu sync.Mutex // held by the write transaction in progress
-	w   *conn      // every write, in transactions begun by write
+	wmu sync.Mutex // held by the writer running queued writes (commit.go)
+	w   *conn      // every write, in transactions begun by commit
+
+	qmu   sync.Mutex
+	queue []*writeReq // writes waiting for the writer
+
+	log   *zap.Logger
+	stats *writeStats
 
 	turns chan struct{} // one per reader in use (at most ReadConns)
 
@@ -55,7 +60,7 @@ type file struct {
 
 // openFile opens (creating it if need be) the file of database name in
 // dir, converting a file of an older format (logged to log).
-func openFile(dir, name string, readConns int, ws *wordPaths, log *zap.Logger) (*file, error) {
+func openFile(dir, name string, readConns int, ws *wordPaths, stats *writeStats, log *zap.Logger) (*file, error) {
 	path := filepath.Join(dir, name+".db")
 	w, err := openConn(path, append(append([]string{}, pragmas...), writerPragmas...))
 	if err != nil {
@@ -71,6 +76,8 @@ func openFile(dir, name string, readConns int, ws *wordPaths, log *zap.Logger) (
 		stop:        make(chan struct{}),
 		checkpoints: make(chan struct{}),
 		tables:      map[string]bool{},
+		log:         log,
+		stats:       stats,
 	}
 	go f.checkpointer()
 	start := time.Now()
@@ -232,48 +239,6 @@ func (f *file) remember(coll string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.tables[coll] = true
-}
-
-// write runs fn in a write transaction (BEGIN IMMEDIATE: it waits for
-// other processes' writers rather than failing at its first write).
-func (f *file) write(ctx context.Context, fn func(w *conn) error) (err error) {
-	f.wmu.Lock()
-	defer f.wmu.Unlock()
-	f.mu.Lock()
-	closed := f.closed
-	f.mu.Unlock()
-	if closed {
-		return errClosed
-	}
-	if _, err := f.w.exec(ctx, "BEGIN IMMEDIATE"); err != nil {
-		return fmt.Errorf("begin: %w", err)
-	}
-	if err := f.w.codes.begin(ctx, f.w); err != nil {
-		_, _ = f.w.exec(context.WithoutCancel(ctx), "ROLLBACK")
-		return err
-	}
-	committed := false
-	defer func() { // also when fn panics
-		f.w.codes.end(committed)
-		if committed {
-			return
-		}
-		if _, rerr := f.w.exec(context.WithoutCancel(ctx), "ROLLBACK"); rerr != nil && !strings.Contains(rerr.Error(), "no transaction") && err != nil {
-			err = fmt.Errorf("%w (and roll back: %v)", err, rerr)
-		}
-	}()
-	if err := fn(f.w); err != nil {
-		return err
-	}
-	if _, err := f.w.exec(ctx, "COMMIT"); err != nil {
-		return fmt.Errorf("commit: %w", err)
-	}
-	committed = true
-	select {
-	case f.wake <- struct{}{}:
-	default: // the checkpointer will see this write too
-	}
-	return nil
 }
 
 // createTables creates the collection's tables (and the shared ones).

@@ -306,7 +306,7 @@ func (f *file) syncWords(ctx context.Context, ws *wordPaths) (int, error) {
 		return 0, nil
 	}
 	var n int
-	err = f.write(ctx, func(w *conn) (err error) {
+	err = f.write(ctx, func(ctx context.Context, w *conn) (err error) {
 		n, err = syncWords(ctx, w, ws)
 		return err
 	})

@@ -1,0 +1,185 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+	"runtime/debug"
+	"strings"
+
+	"go.uber.org/zap"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+// Group commit: the writes of a file queue up, and whichever writer holds
+// the write lock runs every write queued at that moment in one
+// transaction, each in a savepoint of its own. A write that fails (its
+// duplicate _id, its refused filter) is rolled back to its savepoint and
+// fails alone; the others commit together, in one WAL append. Under
+// concurrent single writes most of a write's cost is the transaction
+// around it, so this is where the writer's throughput comes from.
+
+// maxBatch bounds the writes of one transaction, so that one transaction
+// never holds the write lock for long.
+const maxBatch = 256
+
+// writeReq is one write waiting for its turn.
+type writeReq struct {
+	ctx  context.Context
+	fn   func(ctx context.Context, w *conn) error
+	err  error
+	pan  any // fn panicked: the value, panicked again in the writer's goroutine
+	done chan struct{}
+}
+
+// finish records the outcome of r.
+func (r *writeReq) finish(err error) {
+	r.err = err
+	close(r.done)
+}
+
+// write runs fn in a write transaction (BEGIN IMMEDIATE: it waits for
+// other processes' writers rather than failing at its first write),
+// together with the other writes queued meanwhile. fn's context does not
+// end during fn (a cancelled statement would roll back every write of the
+// transaction); a write whose ctx ended before its turn does not run.
+// fn may run twice when a failure of another write ended the transaction.
+func (f *file) write(ctx context.Context, fn func(ctx context.Context, w *conn) error) error {
+	r := &writeReq{ctx: ctx, fn: fn, done: make(chan struct{})}
+	f.qmu.Lock()
+	f.queue = append(f.queue, r)
+	f.qmu.Unlock()
+	f.wmu.Lock()
+	select {
+	case <-r.done: // a writer before us ran it
+	default:
+		f.runQueued()
+	}
+	f.wmu.Unlock()
+	<-r.done
+	if r.pan != nil {
+		panic(r.pan)
+	}
+	return r.err
+}
+
+// runQueued runs the writes queued now (up to maxBatch, oldest first) in
+// transactions until each has its outcome; the caller holds wmu.
+func (f *file) runQueued() {
+	f.qmu.Lock()
+	n := min(len(f.queue), maxBatch)
+	batch := f.queue[:n:n]
+	f.queue = append([]*writeReq(nil), f.queue[n:]...)
+	f.qmu.Unlock()
+	for len(batch) > 0 {
+		batch = f.commit(batch)
+	}
+}
+
+// commit runs batch in one transaction and returns the writes to run
+// again: those that had succeeded before a failure that ended the
+// transaction, and those not run yet.
+func (f *file) commit(batch []*writeReq) (again []*writeReq) {
+	f.mu.Lock()
+	closed := f.closed
+	f.mu.Unlock()
+	bg := context.Background()
+	if closed {
+		finishAll(batch, errClosed)
+		return nil
+	}
+	if _, err := f.w.exec(bg, "BEGIN IMMEDIATE"); err != nil {
+		finishAll(batch, fmt.Errorf("begin: %w", err))
+		return nil
+	}
+	if err := f.w.codes.begin(bg, f.w); err != nil {
+		f.rollback()
+		finishAll(batch, err)
+		return nil
+	}
+	var ok []*writeReq
+	for i, r := range batch {
+		if err := r.ctx.Err(); err != nil {
+			r.finish(err)
+			continue
+		}
+		err := f.savepoint(r)
+		if err == nil {
+			ok = append(ok, r)
+			continue
+		}
+		if f.inTransaction() {
+			r.finish(err)
+			continue
+		}
+		// SQLite ended the transaction (an I/O error, a full disk): this
+		// write fails, the others run again in a new one.
+		f.w.codes.end(false)
+		r.finish(err)
+		return append(ok, batch[i+1:]...)
+	}
+	if _, err := f.w.exec(bg, "COMMIT"); err != nil {
+		f.rollback()
+		finishAll(ok, fmt.Errorf("commit: %w", err))
+		return nil
+	}
+	f.w.codes.end(true)
+	f.stats.transactions.Add(1)
+	f.stats.writes.Add(int64(len(ok)))
+	finishAll(ok, nil)
+	select {
+	case f.wake <- struct{}{}:
+	default: // the checkpointer will see this write too
+	}
+	return nil
+}
+
+// savepoint runs r's fn in a savepoint, rolled back when fn fails or
+// panics (the panic is kept for r's own goroutine).
+func (f *file) savepoint(r *writeReq) (err error) {
+	bg := context.Background()
+	if _, err := f.w.exec(bg, "SAVEPOINT w"); err != nil {
+		return fmt.Errorf("savepoint: %w", err)
+	}
+	mark := f.w.codes.mark()
+	defer func() {
+		if p := recover(); p != nil {
+			r.pan = fmt.Sprintf("%v\n%s", p, debug.Stack())
+			err = fmt.Errorf("write panicked: %v", p)
+		}
+		if err == nil || !f.inTransaction() {
+			return
+		}
+		f.w.codes.rollbackTo(mark)
+		if _, rerr := f.w.exec(bg, "ROLLBACK TO w"); rerr != nil {
+			err = fmt.Errorf("%w (and roll back: %v)", err, rerr)
+		}
+		_, _ = f.w.exec(bg, "RELEASE w")
+	}()
+	if err := r.fn(context.WithoutCancel(r.ctx), f.w); err != nil {
+		return err
+	}
+	if _, err := f.w.exec(bg, "RELEASE w"); err != nil {
+		return fmt.Errorf("release savepoint: %w", err)
+	}
+	return nil
+}
+
+// inTransaction tells whether the writer's transaction is still open.
+func (f *file) inTransaction() bool {
+	return sqlite3.Xsqlite3_get_autocommit(f.w.tls, f.w.db) == 0
+}
+
+// rollback ends the writer's transaction, forgetting what it numbered.
+func (f *file) rollback() {
+	f.w.codes.end(false)
+	if _, err := f.w.exec(context.Background(), "ROLLBACK"); err != nil && !strings.Contains(err.Error(), "no transaction") {
+		f.log.Warn("roll back a failed commit", zap.String("file", f.path), zap.Error(err))
+	}
+}
+
+// finishAll gives every write of rs the outcome err.
+func finishAll(rs []*writeReq, err error) {
+	for _, r := range rs {
+		r.finish(err)
+	}
+}
