@@ -93,7 +93,7 @@ func (w *walker) contextAllows(p *compiled, host node) bool {
 // path, its path within its data type, or its type.
 func contextMatches(expr string, host node) bool {
 	switch {
-	case expr == host.path(), expr == host.tpath(), expr == host.typ, expr == "Element", expr == "*":
+	case expr == host.path(), expr == host.tpath(), expr == host.alias, expr == host.typ, expr == "Element", expr == "*":
 		return true
 	case expr == "Resource" || expr == "DomainResource":
 		return resourceTypes[host.typ] && !strings.Contains(host.path(), ".")

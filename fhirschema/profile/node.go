@@ -23,6 +23,9 @@ type node struct {
 	// (Observation.component) and pbase the path within the nearest data
 	// type (Address); name is the element's name.
 	ppath, pbase, name string
+	// alias is the path of the element a contentReference names
+	// (Questionnaire.item for Questionnaire.item.item), "" for none.
+	alias string
 }
 
 // rootNode is the node of a resource at loc.
@@ -87,6 +90,9 @@ type parent struct {
 }
 
 func (n node) asParent() parent {
+	if n.alias != "" {
+		return parent{loc: n.loc(), path: n.alias, base: n.alias}
+	}
 	return parent{loc: n.loc(), path: n.path(), base: n.childBase()}
 }
 
@@ -94,6 +100,9 @@ func (n node) asParent() parent {
 // node pa describes.
 func childOf(it node, c *element, pa parent) node {
 	it.ppath, it.pbase, it.name = pa.path, pa.base, c.name
+	if c.ref != nil {
+		it.alias = c.ref.path // Questionnaire.item.item is Questionnaire.item again
+	}
 	it.typ = itemType(c, it)
 	return it
 }
