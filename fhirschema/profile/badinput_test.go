@@ -117,3 +117,27 @@ func TestSelfReferenceIsBounded(t *testing.T) {
 	}
 	t.Errorf("want the warning of the bound deep in Patient.extension[0]; got %v", issues)
 }
+
+// TestMalformedResourcesDoNotPanic: values of the wrong JSON shape, which
+// the base validation refuses first, are walked without a panic.
+func TestMalformedResourcesDoNotPanic(t *testing.T) {
+	defs := testDefinitions(t)
+	for _, body := range []string{
+		`{"resourceType":"Patient","identifier":5,"name":"Amy","extension":{"url":1},"gender":["female"]}`,
+		`{"resourceType":"Patient","identifier":[5,null,"x",{"system":7}],"name":[null,{"family":[1]}],"extension":[null,3,{"url":null}]}`,
+		`{"resourceType":"Patient","_gender":{"extension":[{"url":"http://example.org/x"}]},"_birthDate":[1],"telecom":[{"period":"2000"}]}`,
+		`{"resourceType":"Patient","contained":[{"resourceType":"Patient","meta":{"profile":[1,"` + ex + `test-patient"]}},{"id":"x"},7],"managingOrganization":{"reference":"#x"}}`,
+		`{"resourceType":"Patient","multipleBirthInteger":"twelve","maritalStatus":{"coding":"M"},"contact":[{"relationship":[{"coding":[{"code":5}]}]}]}`,
+		`{"resourceType":"Patient","modifierExtension":[{"url":"` + ex + `test-tree","extension":[{"url":"` + ex + `test-tree","extension":"x"}]}]}`,
+	} {
+		r, err := decode([]byte(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, url := range []string{ex + "test-patient", uc + "us-core-patient", corePatient} {
+			if _, err := validator.Validate(context.Background(), defs, r, url); err != nil {
+				t.Errorf("%s: %v", url, err)
+			}
+		}
+	}
+}
