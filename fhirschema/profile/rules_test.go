@@ -121,3 +121,18 @@ func checkIssue(t *testing.T, issues []fhirschema.Issue, severity, at, text stri
 	}
 	t.Errorf("want %s at %s saying %q; got %q", severity, at, text, found)
 }
+
+// TestSliceFunction: FHIRPath's slice() in an invariant picks a profile's
+// slice.
+func TestSliceFunction(t *testing.T) {
+	mem := profile.NewMemory(sd(t, ex+"uses-slice", "Patient", ex+"test-patient", `{"id":"Patient","path":"Patient","constraint":[{"key":"us-1","severity":"error","human":"The record number is 8 characters","expression":"identifier.slice('`+ex+`test-patient', 'mrn').all(value.length() = 8)"}]}`))
+	defs := profile.Merge(mem, testDefinitions(t))
+	for _, c := range []struct{ value, severity string }{{"12345678", ""}, {"123", "error"}} {
+		r, _ := decode([]byte(`{"resourceType":"Patient","identifier":[{"system":"urn:example:mrn","value":"` + c.value + `"}]}`))
+		issues, err := validator.Validate(context.Background(), defs, r, ex+"uses-slice")
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkIssue(t, issues, c.severity, "Patient", "us-1")
+	}
+}
