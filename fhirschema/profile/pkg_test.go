@@ -29,7 +29,7 @@ var (
 	packages = map[string]*igPackage{}
 )
 
-// usCore reads testdata/ig/hl7.fhir.us.core-VERSION.tgz once.
+// usCore reads the repository's testdata/ig/hl7.fhir.us.core-VERSION.tgz once.
 func usCore(t testing.TB, version string) *igPackage {
 	t.Helper()
 	pkgMu.Lock()
@@ -37,7 +37,7 @@ func usCore(t testing.TB, version string) *igPackage {
 	if p := packages[version]; p != nil {
 		return p
 	}
-	f, err := os.Open("testdata/ig/hl7.fhir.us.core-" + version + ".tgz")
+	f, err := os.Open("../../testdata/ig/hl7.fhir.us.core-" + version + ".tgz")
 	if err != nil {
 		t.Fatal(err)
 	}
