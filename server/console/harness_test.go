@@ -51,11 +51,15 @@ type env struct {
 
 func newEnv(t testing.TB) *env { t.Helper(); return newEnvExport(t, true) }
 
-// newEnvExport is newEnv with Bulk Data export on or off.
-func newEnvExport(t testing.TB, export bool) *env {
+// newEnvExport is newEnv with Bulk Data export on or off, and the store
+// options changed by mutate.
+func newEnvExport(t testing.TB, export bool, mutate ...func(*store.Options)) *env {
 	t.Helper()
 	opts := db.Options()
 	opts.Exclusive = true
+	for _, m := range mutate {
+		m(&opts)
+	}
 	st := db.Open(t, opts)
 	tenant := db.Tenant(t, st)
 	cfg := server.Config{BaseDomain: "localhost", DefaultTenant: tenant, Registry: db.Registry(), Version: "test-version"}
