@@ -27,11 +27,32 @@ func (w *walker) checkValue(p *compiled, el *element, n node) {
 	}
 }
 
-// fixedMatches reports whether data equals the fixed value: primitives
-// exactly, complex values in every property the fixed value has.
+// fixedMatches reports whether data is exactly the fixed value: the same
+// properties with the same values, arrays item by item, numbers by value.
 func fixedMatches(fixed, data any) bool {
-	if _, ok := fixed.(map[string]any); ok {
-		return patternMatches(fixed, data)
+	switch f := fixed.(type) {
+	case map[string]any:
+		d, ok := data.(map[string]any)
+		if !ok || len(d) != len(f) {
+			return false
+		}
+		for k, fv := range f {
+			if !fixedMatches(fv, d[k]) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		d, ok := data.([]any)
+		if !ok || len(d) != len(f) {
+			return false
+		}
+		for i := range f {
+			if !fixedMatches(f[i], d[i]) {
+				return false
+			}
+		}
+		return true
 	}
 	return primitiveEqual(fixed, data)
 }
