@@ -15,7 +15,7 @@ func (w *walker) invariants(p *compiled, el *element, n node) {
 		return
 	}
 	env := &fhirpath.Env{Resource: w.resource, RootResource: w.rootResource(), Terminology: terminology{w}, Conformance: conformance{w}}
-	focus := []fhirpath.Node{w.fhirpathNode(n)}
+	focus := []fhirpath.Node{w.fhirpathNode(n, env)}
 	for _, c := range el.constraints {
 		if c.err != nil {
 			w.issue("warning", "invariant", n.loc(), fmt.Sprintf("%s: the expression %q cannot be compiled: %v (profile %s)", c.key, c.expression, c.err, p.url), c.key, p.url)
@@ -55,7 +55,7 @@ func (w *walker) rootResource() map[string]any {
 }
 
 // fhirpathNode is the FHIRPath node of a value.
-func (w *walker) fhirpathNode(n node) fhirpath.Node {
+func (w *walker) fhirpathNode(n node, env *fhirpath.Env) fhirpath.Node {
 	if m, ok := n.value.(map[string]any); ok {
 		if _, ok := m["resourceType"].(string); ok {
 			return fhirpath.ResourceNode(m)
@@ -65,7 +65,35 @@ func (w *walker) fhirpathNode(n node) fhirpath.Node {
 	if typ == "BackboneElement" {
 		typ = n.path()
 	}
+	if n.twin != nil {
+		if p, ok := w.primitiveNode(n, env); ok {
+			p.Type = typ
+			return p
+		}
+	}
 	return fhirpath.Node{Value: n.value, Type: typ}
+}
+
+// navigations compiles the one-step navigations that reach primitives.
+var navigations = fhirpath.NewCache(4096)
+
+// primitiveNode is the node of a primitive with extensions as the engine
+// makes it, navigating from the object holding it, so that extension()
+// sees the extensions of its _name twin.
+func (w *walker) primitiveNode(n node, env *fhirpath.Env) (fhirpath.Node, bool) {
+	if n.holder == nil || n.key == "" {
+		return fhirpath.Node{}, false
+	}
+	e, err := navigations.Compile("`" + n.key + "`")
+	if err != nil {
+		return fhirpath.Node{}, false
+	}
+	out, err := e.Eval(w.ctx, env, []fhirpath.Node{{Value: n.holder}})
+	i := max(n.index, 0)
+	if err != nil || i >= len(out) {
+		return fhirpath.Node{}, false
+	}
+	return out[i], true
 }
 
 // terminology answers memberOf() from the definitions' value sets.

@@ -13,6 +13,8 @@ import (
 type node struct {
 	value any            // map[string]any, string, bool, json.Number; nil for a primitive with only extensions
 	twin  map[string]any // the _name object of a primitive: id and extensions
+	// holder is the object whose property the value is.
+	holder map[string]any
 	typ   string         // its FHIR type: CodeableConcept, BackboneElement, Patient
 	// at is the location of the value holding it, key its property and
 	// index its place in the property's array (-1 for none); a root has
@@ -175,12 +177,12 @@ func appendKey(dst []node, m map[string]any, key, typ string, loc string) []node
 			if item == nil && tw == nil {
 				continue
 			}
-			out = append(out, node{value: item, twin: tw, at: loc, key: key, index: i, typ: typ})
+			out = append(out, node{value: item, twin: tw, holder: m, at: loc, key: key, index: i, typ: typ})
 		}
 		return out
 	}
 	tw, _ := t.(map[string]any)
-	return append(dst, node{value: v, twin: tw, at: loc, key: key, index: -1, typ: typ})
+	return append(dst, node{value: v, twin: tw, holder: m, at: loc, key: key, index: -1, typ: typ})
 }
 
 func isList(v any) bool {

@@ -138,3 +138,24 @@ func TestSliceFunction(t *testing.T) {
 		checkIssue(t, issues, c.severity, "Patient", "us-1")
 	}
 }
+
+// TestInvariantsOnPrimitivesSeeTheirExtensions: a profile's invariant on a
+// primitive sees the extensions of its _name twin.
+func TestInvariantsOnPrimitivesSeeTheirExtensions(t *testing.T) {
+	const dar = "http://hl7.org/fhir/StructureDefinition/data-absent-reason"
+	mem := profile.NewMemory(sd(t, ex+"birth", "Patient", corePatient, `{"id":"Patient","path":"Patient"}`,
+		`{"id":"Patient.birthDate","path":"Patient.birthDate","constraint":[{"key":"bd-1","severity":"error","human":"A birth date or why it is absent","expression":"hasValue() or extension('`+dar+`').exists()"}]}`))
+	defs := profile.Merge(mem, profile.Core())
+	for _, c := range []struct{ name, body, severity string }{
+		{"a value", `"birthDate":"2000-01-01"`, ""},
+		{"a reason for its absence", `"_birthDate":{"extension":[{"url":"` + dar + `","valueCode":"unknown"}]}`, ""},
+		{"another extension only", `"_birthDate":{"extension":[{"url":"http://example.org/x","valueString":"y"}]}`, "error"},
+	} {
+		r, _ := decode([]byte(`{"resourceType":"Patient",` + c.body + `}`))
+		issues, err := validator.Validate(context.Background(), defs, r, ex+"birth")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Run(c.name, func(t *testing.T) { checkIssue(t, issues, c.severity, "Patient.birthDate", "bd-1") })
+	}
+}
