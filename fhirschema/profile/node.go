@@ -15,7 +15,7 @@ type node struct {
 	twin  map[string]any // the _name object of a primitive: id and extensions
 	// holder is the object whose property the value is.
 	holder map[string]any
-	typ   string         // its FHIR type: CodeableConcept, BackboneElement, Patient
+	typ    string // its FHIR type: CodeableConcept, BackboneElement, Patient
 	// at is the location of the value holding it, key its property and
 	// index its place in the property's array (-1 for none); a root has
 	// only at.
