@@ -24,8 +24,10 @@
 // outside an extensible or preferred one a warning, and a value set that
 // cannot be expanded from the definitions — a VSAC one not installed — a
 // warning saying so) and the invariants the profile adds beyond the core
-// ones (CoreInvariant), which the base validator checks. mustSupport is not
-// enforced. Contained resources are checked against the profiles they
+// ones (CoreInvariant), which the base validator checks, evaluated by the
+// FHIRPath engine with memberOf() answered from the definitions' value
+// sets, conformsTo() by validation and slice() from the profiles' slices.
+// mustSupport is not enforced. Contained resources are checked against the profiles they
 // claim. Validation is bounded: a profile that refers to itself, or slicing
 // that recurses, stops at 64 nested levels, and any validation after a
 // million steps, with a warning.
