@@ -140,7 +140,7 @@ func (s *Server) matchingIDs(ctx context.Context, tenant string, queries []*sear
 // everything serves GET Patient/{id}/$everything: the patient, then the
 // resources of every compartment type (Patient first, then alphabetically),
 // each type ordered by id. It pages like a search: _count entries a page
-// (default 10, at most 100) and a next link whose opaque cursor names the
+// (default 10, at most everythingMaxCount) and a next link whose opaque cursor names the
 // type reached and the engine's keyset cursor within it, so following the
 // links visits every resource once. _type restricts the types (as do the
 // caller's read rights, see mayRead); start and end keep the resources
@@ -187,34 +187,9 @@ func (s *Server) everything(c *gin.Context, compartment, id string) {
 	if params.Get("_cursor") == "" && withPatient {
 		page.Entries = append(page.Entries, patient)
 	}
-	for i := start; i < len(types) && page.Next == ""; i++ {
-		if i > start {
-			cur = ""
-		}
-		// When the page is full, read one more resource only to learn whether a next page exists.
-		remaining := count - len(page.Entries)
-		sub := url.Values{"_count": {strconv.Itoa(max(remaining, 1))}, "_sort": {"_id"}, "_total": {"none"}}
-		if cur != "" {
-			sub.Set("_cursor", cur)
-		}
-		if types[i] == "Patient" { // the patient itself came first
-			sub.Set("_id:not", id)
-		}
-		s.everythingFilters(sub, types[i], params)
-		_, typePage, err := s.compartmentPage(ctx, tenant, types[i], id, sub, search.ParseOptions{})
-		if err != nil {
-			s.abort(c, searchError(err))
-			return
-		}
-		switch {
-		case remaining == 0 && len(typePage.Entries) > 0:
-			page.Next = encodeEverythingCursor(types[i], cur, total)
-		case remaining > 0:
-			page.Entries = append(page.Entries, typePage.Entries...)
-			if typePage.Next != "" {
-				page.Next = encodeEverythingCursor(types[i], typePage.Next, total)
-			}
-		}
+	if err := s.everythingEntries(ctx, tenant, id, types, start, cur, params, count, page); err != nil {
+		s.abort(c, searchError(err))
+		return
 	}
 	q := &search.Query{Type: "Patient", Count: count, Cursor: params.Get("_cursor")}
 	b, err := searchBundle(c, compartment+"/"+id+"/$everything", params, q, page)
@@ -225,13 +200,61 @@ func (s *Server) everything(c *gin.Context, compartment, id string) {
 	writeJSON(c, http.StatusOK, b)
 }
 
+// everythingEntries fills page with the resources of the compartment
+// types from types[start] at the engine cursor cur, up to count, reading
+// each type a search page (at most search.MaxCount) at a time, and sets
+// page.Next when resources remain.
+func (s *Server) everythingEntries(ctx context.Context, tenant, id string, types []string, start int, cur string, params url.Values, count int, page *store.SearchPage) error {
+	for i := start; i < len(types) && page.Next == ""; i++ {
+		if i > start {
+			cur = ""
+		}
+		for {
+			// When the page is full, read one more resource only to learn whether a next page exists.
+			remaining := count - len(page.Entries)
+			sub := url.Values{"_count": {strconv.Itoa(min(max(remaining, 1), search.MaxCount))}, "_sort": {"_id"}, "_total": {"none"}}
+			if cur != "" {
+				sub.Set("_cursor", cur)
+			}
+			if types[i] == "Patient" { // the patient itself came first
+				sub.Set("_id:not", id)
+			}
+			s.everythingFilters(sub, types[i], params)
+			_, typePage, err := s.compartmentPage(ctx, tenant, types[i], id, sub, search.ParseOptions{})
+			if err != nil {
+				return err
+			}
+			if remaining == 0 {
+				if len(typePage.Entries) > 0 {
+					page.Next = encodeEverythingCursor(types[i], cur, page.Total)
+				}
+				break
+			}
+			page.Entries = append(page.Entries, typePage.Entries...)
+			if typePage.Next == "" {
+				break
+			}
+			if len(page.Entries) >= count {
+				page.Next = encodeEverythingCursor(types[i], typePage.Next, page.Total)
+				break
+			}
+			cur = typePage.Next
+		}
+	}
+	return nil
+}
+
+// everythingMaxCount is the largest page of $everything: a patient's
+// record in a page or a few, read a search page at a time.
+const everythingMaxCount = 1000
+
 // everythingParams keeps the parameters $everything reads (_count, _type,
 // _cursor) after checking them.
 func everythingParams(all url.Values) (url.Values, error) {
 	params := url.Values{}
 	if v := all.Get("_count"); v != "" {
-		if n, err := strconv.Atoi(v); err != nil || n < 1 || n > search.MaxCount {
-			return nil, fail(http.StatusBadRequest, "value", fmt.Sprintf("must be an integer from 1 to %d, not %q", search.MaxCount, v), "_count")
+		if n, err := strconv.Atoi(v); err != nil || n < 1 || n > everythingMaxCount {
+			return nil, fail(http.StatusBadRequest, "value", fmt.Sprintf("must be an integer from 1 to %d, not %q", everythingMaxCount, v), "_count")
 		}
 		params.Set("_count", v)
 	}

@@ -2,7 +2,9 @@ package server_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"slices"
 	"testing"
 )
 
@@ -62,5 +64,30 @@ func TestEverythingSaysHowManyResourcesItHolds(t *testing.T) {
 		if got := bundleTotal(t, e.get("/Patient/p1/$everything")); got != len(p1Everything)+1 {
 			t.Fatalf("a new first page counts %d, want %d", got, len(p1Everything)+1)
 		}
+	})
+}
+
+func TestEverythingPagesLargerThanASearchPage(t *testing.T) {
+	e := compartmentEnv(t)
+	for i := range 130 {
+		if r := e.put(fmt.Sprintf("/Observation/big%03d", i), fmt.Sprintf(`{"resourceType":"Observation","id":"big%03d","status":"final","code":{"text":"n"},"subject":{"reference":"Patient/p2"}}`, i)); r.Status != http.StatusCreated {
+			t.Fatalf("store: %d %s", r.Status, r.Body)
+		}
+	}
+	want := 5 + 130
+	t.Run("the whole record in one page of 1000", func(t *testing.T) {
+		r := e.get("/Patient/p2/$everything?_count=1000")
+		if got := len(bundleRefs(t, r)); got != want || bundleTotal(t, r) != want || bundleLink(t, r, "next") != "" {
+			t.Fatalf("%d entries, total %d, next %q; want %d, %d and none", got, bundleTotal(t, r), bundleLink(t, r, "next"), want, want)
+		}
+	})
+	t.Run("pages of 120 visit each resource once", func(t *testing.T) {
+		got, pages := followPages(t, e, "/Patient/p2/$everything?_count=120")
+		if len(got) != want || len(sorted(slices.Compact(sorted(got)))) != want || pages != 2 {
+			t.Fatalf("%d entries (%d distinct) in %d pages, want %d in 2", len(got), len(slices.Compact(sorted(got))), pages, want)
+		}
+	})
+	t.Run("more than 1000 is refused", func(t *testing.T) {
+		wantOutcome(t, e.get("/Patient/p2/$everything?_count=1001"), http.StatusBadRequest, "_count")
 	})
 }
