@@ -137,7 +137,6 @@ func (v *Validator) Validate(ctx context.Context, defs Definitions, resource map
 	p, err := sc.profile(ctx, profileURL)
 	if err != nil {
 		if ctx.Err() != nil {
-			sc.forget(profileURL)
 			return nil, ctx.Err()
 		}
 		return nil, fmt.Errorf("%w %s: %w", ErrInvalidProfile, profileURL, err)

@@ -83,6 +83,9 @@ func (s *scope) profile(ctx context.Context, url string) (*compiled, error) {
 	}
 	s.mu.Unlock()
 	e.once.Do(func() { e.p, e.err = s.compileURL(ctx, url) })
+	if e.err != nil && ctx.Err() != nil {
+		s.forget(url) // cancelled: the next caller tries again
+	}
 	return e.p, e.err
 }
 
@@ -114,6 +117,11 @@ func (s *scope) expansion(ctx context.Context, url string) (*expansion, error) {
 	}
 	s.mu.Unlock()
 	e.once.Do(func() { e.x, e.err = expand(ctx, s.defs, url) })
+	if e.err != nil && ctx.Err() != nil {
+		s.mu.Lock()
+		delete(s.expansions, url)
+		s.mu.Unlock()
+	}
 	return e.x, e.err
 }
 
