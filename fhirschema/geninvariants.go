@@ -79,6 +79,11 @@ var corrections = map[string]string{
 	"Questionnaire.item.enableWhen que-7": "operator = 'exists' implies (answer is boolean)",
 }
 
+// nameRule is the best practice of every conformance resource (vsd-0,
+// lib-0, …) as R4 writes it: empty, so broken, when there is no name, which
+// the rule does not ask for. R5 adds "name.exists() implies".
+const nameRule = "name.matches('[A-Z]([A-Za-z0-9_]){0,254}')"
+
 // native are the invariants the validator checks without FHIRPath.
 var native = map[string]bool{"ele-1": true, "ext-1": true}
 
@@ -302,6 +307,9 @@ func add(out *output, path string, c constraint) {
 	}
 	if fixed, ok := corrections[path+" "+c.Key]; ok {
 		c.Expression = fixed
+	}
+	if c.Expression == nameRule {
+		c.Expression = "name.exists() implies " + nameRule
 	}
 	sev := c.Severity
 	if sev != "error" {
