@@ -110,7 +110,7 @@ func (w *walker) discriminatorValues(s *element, sl *slicing) []discriminatorVal
 		dv := discriminatorValue{d: d}
 		steps := d.steps
 		resolved := len(steps) > 0 && steps[len(steps)-1].kind == "resolve"
-		if d.typ == "profile" && resolved {
+		if (d.typ == "profile" || d.typ == "type") && resolved {
 			steps = steps[:len(steps)-1]
 		}
 		dv.def = w.defAt(s, steps)
@@ -136,6 +136,9 @@ func (w *walker) readDiscriminator(dv *discriminatorValue, resolved bool) {
 		}
 	case "type":
 		dv.types = def.typeCodes()
+		if resolved {
+			dv.types = w.targetTypes(def)
+		}
 	case "profile":
 		for _, t := range def.types {
 			if resolved {
@@ -145,6 +148,20 @@ func (w *walker) readDiscriminator(dv *discriminatorValue, resolved bool) {
 			}
 		}
 	}
+}
+
+// targetTypes lists the resource types a Reference element's target
+// profiles constrain.
+func (w *walker) targetTypes(e *element) []string {
+	var out []string
+	for _, t := range e.types {
+		for _, url := range t.targets {
+			if tp := w.targetProfile(url); tp != nil {
+				out = append(out, tp.typ)
+			}
+		}
+	}
+	return out
 }
 
 // defAt walks a discriminator path through the slice's definition,
