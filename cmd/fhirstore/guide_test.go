@@ -66,7 +66,7 @@ func TestGuideConfigurationTableMatchesTheCommands(t *testing.T) {
 // and each links only to pages that exist.
 func TestGuidePagesExist(t *testing.T) {
 	link := regexp.MustCompile(`\]\(([a-z-]+\.md)(?:#[a-z-]+)?\)`)
-	for _, page := range []string{"README.md", "configuration.md", "tenants.md", "oauth.md", "mongodb.md", "backup.md", "upgrading.md", "subscriptions.md"} {
+	for _, page := range []string{"README.md", "configuration.md", "tenants.md", "oauth.md", "mongodb.md", "backup.md", "upgrading.md", "subscriptions.md", "profiles.md"} {
 		raw, err := os.ReadFile("../../docs/guide/" + page)
 		if err != nil {
 			t.Errorf("docs/guide/%s: %v", page, err)

@@ -18,6 +18,7 @@ var commands = []struct{ name, does string }{
 	{"recover", "list unfinished transactions; retry or abandon those recovery could not apply"},
 	{"fhirpath", "evaluate a FHIRPath expression against a JSON or XML resource; prints the result as JSON"},
 	{"view", "run SQL on FHIR ViewDefinitions over a server's data; rows as csv, ndjson, json or parquet"},
+	{"validate", "validate JSON or XML resources without a server, against the profiles of FHIR packages"},
 }
 
 // examples are printed by COMMAND -h after the flags; each is a command
@@ -63,6 +64,14 @@ var examples = map[string][]string{
 		"fhirstore fhirpath --lenient --resource patient.json 'Patient.nmae.exists()'",
 		"    an element the model does not know is empty instead of an error",
 		"    exit status: 0 a result, 1 an evaluation error, 2 a syntax error or bad usage",
+	},
+	"validate": {
+		"fhirstore validate --ig hl7.fhir.us.core-6.1.0.tgz patient.json observations.xml",
+		"    checks each resource against R4 and the US Core profiles it claims; prints each issue and a summary",
+		"fhirstore validate --ig hl7.fhir.us.core-6.1.0.tgz --profile http://hl7.org/fhir/us/core/StructureDefinition/us-core-patient patient.json",
+		"fhirstore validate synthea/output/fhir/*.json",
+		"    validates each entry of the Bundles",
+		"    exit status: 0 no error, 1 an error in a resource, 2 bad usage or a file that cannot be read",
 	},
 	"view": {
 		"fhirstore view --data-dir ./data patient_names.json",

@@ -31,14 +31,21 @@ import (
 )
 
 // loadFlags are the settings of the load command.
-var loadFlags = []string{"url", "token", "tenant", "workers", "batch-size", "direct", "data-dir", "mongodb-uri"}
+var loadFlags = []string{"url", "token", "tenant", "workers", "batch-size", "direct", "examples", "data-dir", "mongodb-uri", "unknown-profiles", "required-profiles"}
 
 // loadSynopsis is the usage text of the load command, before its flags.
 const loadSynopsis = `fhirstore load [flags] PATH...
 
-Loads FHIR data into a server: each PATH is a file or a directory searched
-for *.json and *.ndjson files (in name order). A .json file is a Bundle of
-type batch or transaction and is posted as it is. A .ndjson file holds one
+Loads FHIR data into a server: each PATH is a FHIR package (.tgz), a file
+or a directory searched for *.json and *.ndjson files (in name order).
+A package (an implementation guide's NPM package, package/package.json) is
+installed first: it is read and checked whole, then its conformance
+resources are written by their ids in one transaction (what the server
+already holds unchanged is left alone, so a second install changes
+nothing), and its examples too with --examples; a malformed package is
+refused with the file and reason and nothing of it is written.
+A .json file is a Bundle of type batch or transaction and is posted as it
+is. A .ndjson file holds one
 resource per line; its lines are posted in transaction Bundles of
 --batch-size entries, as PUT Type/id (keeping the ids) or POST Type when a
 line has no id; a Bundle that fails leaves its lines out and the others in.
@@ -57,7 +64,9 @@ examples:
       posts to the server at http://localhost:8080/fhir/r4 with a dev token
       for tenant demo signed with the key in ./data
   fhirstore load --url https://acme.fhir.example/fhir/r4 --token "$TOKEN" --workers 8 bundles/
-  fhirstore load --direct --data-dir ./data --tenant acme export/Patient.ndjson export/Observation.ndjson`
+  fhirstore load --direct --data-dir ./data --tenant acme export/Patient.ndjson export/Observation.ndjson
+  fhirstore load --data-dir ./data hl7.fhir.us.core-6.1.0.tgz
+      installs US Core 6.1.0: its profiles check the writes that claim them`
 
 // loadTokenTTL is the lifetime of a token the command signs for itself.
 const loadTokenTTL = 24 * time.Hour
@@ -69,7 +78,7 @@ const directBase = "http://localhost/fhir/r4"
 // load posts bundles and ndjson files to a FHIR server and prints a summary.
 func load(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cfg := newConfig("load", loadFlags...)
-	paths, err := cfg.parse(boolFlagArgs(args, "direct"))
+	paths, err := cfg.parse(boolFlagArgs(boolFlagArgs(args, "direct"), "examples"))
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			cfg.usage(stdout, loadSynopsis)
@@ -89,6 +98,12 @@ func load(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		defer closeDB()
 	} else if err := l.connectHTTP(cfg); err != nil {
 		return err
+	}
+	if err := l.installPackages(ctx, cfg, stdout); err != nil {
+		return err
+	}
+	if len(files) == 0 {
+		return nil
 	}
 	t := &tally{files: files, start: time.Now()}
 	stopProgress := startProgress(ctx, stderr, t)
@@ -120,6 +135,8 @@ type loader struct {
 	token     string
 	workers   int
 	batchSize int
+	// packages are the FHIR packages to install before the files.
+	packages []string
 }
 
 // prepareLoad checks the flags and lists the files to load.
@@ -127,8 +144,10 @@ func prepareLoad(cfg *config, paths []string) (*loader, []*fileState, error) {
 	if len(paths) == 0 {
 		return nil, nil, errors.New("load: no PATH given (see fhirstore load -h)")
 	}
-	if _, err := strconv.ParseBool(cfg.str("direct")); err != nil {
-		return nil, nil, fmt.Errorf("--direct: %q is not true or false", cfg.str("direct"))
+	for _, name := range []string{"direct", "examples"} {
+		if _, err := strconv.ParseBool(cfg.str(name)); err != nil {
+			return nil, nil, fmt.Errorf("--%s: %q is not true or false", name, cfg.str(name))
+		}
 	}
 	workers, err := cfg.int64("workers")
 	if err != nil {
@@ -141,15 +160,18 @@ func prepareLoad(cfg *config, paths []string) (*loader, []*fileState, error) {
 	if err := store.ValidateTenantName(cfg.str("tenant")); err != nil {
 		return nil, nil, fmt.Errorf("--tenant: %w", err)
 	}
-	names, err := collectFiles(paths)
-	if err != nil {
-		return nil, nil, err
+	pkgs, rest := splitPackages(paths)
+	var names []string
+	if len(rest) > 0 {
+		if names, err = collectFiles(rest); err != nil {
+			return nil, nil, err
+		}
 	}
 	files := make([]*fileState, len(names))
 	for i, name := range names {
 		files[i] = planFile(name)
 	}
-	return &loader{workers: int(workers), batchSize: int(batchSize)}, files, nil
+	return &loader{workers: int(workers), batchSize: int(batchSize), packages: pkgs}, files, nil
 }
 
 // connectHTTP points the loader at --url with --token, or a dev token
@@ -200,7 +222,11 @@ func (l *loader) connectDirect(ctx context.Context, cfg *config, stderr io.Write
 	if err != nil {
 		return nil, err
 	}
-	so := storeOptions{validate: viewcheck.Validator(schemacheck.Validator(validator)), registry: registry, eagerIndexTypes: specTypes}
+	policy, err := profilePolicy(cfg)
+	if err != nil {
+		return nil, err
+	}
+	so := storeOptions{validate: viewcheck.Validator(schemacheck.Validator(validator, policy)), registry: registry, eagerIndexTypes: specTypes}
 	// The server keeps state about its database that writes behind its back
 	// would make stale: a direct load must be the data dir's only writer.
 	db, err := openDatabase(ctx, cfg.str("mongodb-uri"), dataDir, false, so, logger)

@@ -10,6 +10,7 @@
 //	fhirstore recover --list             list, retry or abandon transactions recovery could not apply
 //	fhirstore fhirpath EXPRESSION        evaluate a FHIRPath expression, on --resource FILE or no input
 //	fhirstore view [flags] VIEW.json     run SQL on FHIR views over a server's data, rows as csv, ndjson, json or parquet
+//	fhirstore validate FILE...           validate resources offline, against profiles of --ig packages
 package main
 
 import (
@@ -102,6 +103,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return fhirpathCmd(ctx, args, stdout, stderr)
 	case "view":
 		return viewCmd(ctx, args, stdout, stderr)
+	case "validate":
+		return validateCmd(ctx, args, stdout, stderr)
 	default:
 		return errUnknownCommand(cmd)
 	}

@@ -62,8 +62,11 @@ func (c *Checker) Check(ctx context.Context, in store.Validation, defs profile.D
 		return nil, fmt.Errorf("read extension definitions: %w", exts.err)
 	}
 	issues := r.Issues
-	if r.Valid() {
-		more, err := c.checkProfiles(ctx, in, defs)
+	for _, layer := range []func(context.Context, store.Validation, profile.Definitions) ([]fhirschema.Issue, error){checkStructure, c.checkProfiles} {
+		if !valid(issues) {
+			break
+		}
+		more, err := layer(ctx, in, defs)
 		if err != nil {
 			return nil, err
 		}
