@@ -32,6 +32,9 @@ var invariantCases = []invariantCase{
 	// The same rules kept.
 	{"a Period that starts and ends the same day", "Encounter", `{"resourceType":"Encounter","status":"finished","class":{"code":"HH"},"period":{"start":"2024-03-01","end":"2024-03-01"}}`, "", ""},
 	{"a Period with a start only", "Encounter", `{"resourceType":"Encounter","status":"finished","class":{"code":"HH"},"period":{"start":"2024-03-01T10:00:00Z"}}`, "", ""},
+	{"a Period from a year to a later day", "Encounter", `{"resourceType":"Encounter","status":"finished","class":{"code":"HH"},"period":{"start":"2024","end":"2025-06-01"}}`, "", ""},
+	{"a Period from a month to a day of that month (the order cannot be told)", "Encounter", `{"resourceType":"Encounter","status":"finished","class":{"code":"HH"},"period":{"start":"2024-03","end":"2024-03-15"}}`, "per-1", "Encounter.period"},
+	{"a Period across time zones", "Encounter", `{"resourceType":"Encounter","status":"finished","class":{"code":"HH"},"period":{"start":"2024-03-01T10:00:00+01:00","end":"2024-03-01T09:30:00Z"}}`, "", ""},
 	{"a Patient contact with a name", "Patient", `{"resourceType":"Patient","contact":[{"name":{"family":"Doe"}}]}`, "", ""},
 	{"a local reference to a contained resource", "Observation", `{"resourceType":"Observation","contained":[{"resourceType":"Patient","id":"p1"}],"status":"final","code":{"text":"x"},"subject":{"reference":"#p1"}}`, "", ""},
 	{"a Quantity with a unit code and its system", "Observation", `{"resourceType":"Observation","status":"final","code":{"text":"x"},"valueQuantity":{"value":1,"system":"http://unitsofmeasure.org","code":"mg"}}`, "", ""},
