@@ -45,6 +45,7 @@ type element struct {
 	constraints        []*constraint
 	isModifier         bool
 	contentReference   string
+	twinKey            string // _name, when the element may be a primitive
 	slicing            *slicing
 	slices             []*element
 	sliceOf            *element
@@ -264,6 +265,9 @@ func newElement(raw map[string]any) (*element, error) {
 		return nil, fmt.Errorf("element %s: maxLength: %w", path, err)
 	}
 	e.types = typesOf(raw)
+	if mayBePrimitive(e.types) {
+		e.twinKey = "_" + e.name
+	}
 	readValues(e, raw)
 	if b, ok := raw["binding"].(map[string]any); ok {
 		s, _ := b["strength"].(string)
@@ -304,6 +308,18 @@ func typesOf(raw map[string]any) []typeRef {
 		out = append(out, typeRef{code: typeCode(code), profiles: strings1(m["profile"]), targets: strings1(m["targetProfile"])})
 	}
 	return out
+}
+
+// mayBePrimitive reports whether a value of one of types may be a
+// primitive, with a _name twin; an element of no type (a contentReference)
+// may not.
+func mayBePrimitive(types []typeRef) bool {
+	for _, t := range types {
+		if isPrimitive(t.code) {
+			return true
+		}
+	}
+	return false
 }
 
 // typeCode maps the FHIRPath system types of primitive values

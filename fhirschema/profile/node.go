@@ -122,49 +122,54 @@ func appendValues(dst []node, m map[string]any, c *element, loc string) []node {
 		return dst
 	}
 	if !c.choice() {
-		return appendKey(dst, m, c.name, "", loc)
+		return appendKey(dst, m, c.name, c.twinKey, "", loc)
 	}
 	prefix := c.jsonName()
 	var keys []string
 	for k := range m {
-		if len(k) > len(prefix) && strings.HasPrefix(k, prefix) && unicode.IsUpper(rune(k[len(prefix)])) {
-			keys = append(keys, k)
+		name := strings.TrimPrefix(k, "_")
+		if len(name) <= len(prefix) || !strings.HasPrefix(name, prefix) || !unicode.IsUpper(rune(name[len(prefix)])) {
+			continue
 		}
+		if _, ok := m[name]; ok && name != k {
+			continue // the twin of a value met as such
+		}
+		keys = append(keys, name)
 	}
 	if len(keys) > 1 {
 		sort.Strings(keys)
 	}
-	out := dst
 	for _, k := range keys {
-		out = appendKey(out, m, k, choiceType(k[len(prefix):]), loc)
-	}
-	for k := range m {
-		if len(k) > len(prefix)+1 && k[0] == '_' && strings.HasPrefix(k[1:], prefix) && unicode.IsUpper(rune(k[len(prefix)+1])) {
-			if _, ok := m[k[1:]]; !ok {
-				out = appendKey(out, m, k[1:], choiceType(k[len(prefix)+1:]), loc)
-			}
+		typ := choiceType(k[len(prefix):])
+		twin := ""
+		if isPrimitive(typ) {
+			twin = "_" + k
 		}
+		dst = appendKey(dst, m, k, twin, typ, loc)
 	}
-	return out
+	return dst
 }
 
 // collectKey returns the values of property key (and its _key twin).
 func collectKey(m map[string]any, key, typ string, loc string) []node {
-	return appendKey(nil, m, key, typ, loc)
+	return appendKey(nil, m, key, "_"+key, typ, loc)
 }
 
-// appendKey appends the values of property key (and its _key twin) to
-// dst.
-func appendKey(dst []node, m map[string]any, key, typ string, loc string) []node {
+// appendKey appends the values of property key (and of its twin, "" for
+// an element that cannot have one) to dst.
+func appendKey(dst []node, m map[string]any, key, twinKey, typ string, loc string) []node {
 	v, hasV := m[key]
-	t, hasT := m["_"+key]
+	var t any
+	hasT := false
+	if twinKey != "" {
+		t, hasT = m[twinKey]
+	}
 	if !hasV && !hasT {
 		return dst
 	}
 	if list, ok := v.([]any); ok || isList(t) {
 		twins, _ := t.([]any)
 		n := max(len(list), len(twins))
-		out := dst
 		for i := 0; i < n; i++ {
 			var item any
 			if i < len(list) {
@@ -177,9 +182,9 @@ func appendKey(dst []node, m map[string]any, key, typ string, loc string) []node
 			if item == nil && tw == nil {
 				continue
 			}
-			out = append(out, node{value: item, twin: tw, holder: m, at: loc, key: key, index: i, typ: typ})
+			dst = append(dst, node{value: item, twin: tw, holder: m, at: loc, key: key, index: i, typ: typ})
 		}
-		return out
+		return dst
 	}
 	tw, _ := t.(map[string]any)
 	return append(dst, node{value: v, twin: tw, holder: m, at: loc, key: key, index: -1, typ: typ})
