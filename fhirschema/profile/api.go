@@ -27,10 +27,11 @@
 // ones (CoreInvariant), which the base validator checks, evaluated by the
 // FHIRPath engine with memberOf() answered from the definitions' value
 // sets, conformsTo() by validation and slice() from the profiles' slices.
-// mustSupport is not enforced. Contained resources are checked against the profiles they
-// claim. Validation is bounded: a profile that refers to itself, or slicing
-// that recurses, stops at 64 nested levels, and any validation after a
-// million steps, with a warning.
+// mustSupport is not enforced. The resources inside the resource
+// (contained, Bundle entries, parameters) are checked against the profiles
+// they claim. Validation is bounded: a profile that refers to itself, or
+// slicing that recurses, stops at 64 nested levels, and any validation
+// after a million steps, with a warning.
 //
 // An unknown profile is ErrUnknownProfile; a profile that cannot be used (a
 // malformed snapshot, a differential that cannot be applied, a base that
