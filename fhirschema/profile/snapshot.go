@@ -16,6 +16,7 @@ type DifferentialError struct {
 	Reason string
 }
 
+// Error names the element and the reason.
 func (e *DifferentialError) Error() string {
 	return fmt.Sprintf("differential element %s: %s", e.Path, e.Reason)
 }
