@@ -213,11 +213,10 @@ func fnMemberOf(c *evalCtx, call *callExpr, in []Node) ([]Node, error) {
 	if err != nil || !ok || c.env.Terminology == nil {
 		return nil, err
 	}
-	n, ok, err := single(call, in)
-	if err != nil || !ok {
-		return nil, err
+	if len(in) != 1 {
+		return nil, nil // as the HL7 validator: memberOf() of many items is empty
 	}
-	codes := codingsOf(n)
+	codes := codingsOf(in[0])
 	if len(codes) == 0 {
 		return nil, nil
 	}
