@@ -294,7 +294,7 @@ func (s *Server) materialize(ctx context.Context, c *gin.Context, db *viewsql.DB
 		if err != nil {
 			return err
 		}
-		if err := s.fill(ctx, v, sink, s.resourcesOf(c, v.Resource, sel)); err != nil {
+		if err := s.fill(ctx, v, sink, s.rowsOf(c, v.Resource, sel)); err != nil {
 			return err
 		}
 	}
@@ -302,10 +302,8 @@ func (s *Server) materialize(ctx context.Context, c *gin.Context, db *viewsql.DB
 }
 
 // fill writes the rows of v over src into sink.
-func (s *Server) fill(ctx context.Context, v *view.View, sink view.Sink, src resourceSource) error {
-	err := src(ctx, func(res map[string]any) error {
-		return v.Eval(ctx, res, sink.WriteRow)
-	})
+func (s *Server) fill(ctx context.Context, v *view.View, sink view.Sink, src rowSource) error {
+	err := src(ctx, v, sink.WriteRow)
 	if err != nil {
 		if ctx.Err() != nil {
 			return fmt.Errorf("%w: filling the views' tables ran longer than allowed", viewsql.ErrLimit)

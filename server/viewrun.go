@@ -83,7 +83,7 @@ func (s *Server) runView(c *gin.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	return s.streamRows(c, v, out, s.resourcesOf(c, v.Resource, sel))
+	return s.streamRows(c, v, out, s.rowsOf(c, v.Resource, sel))
 }
 
 // viewError maps the view engine's errors to HTTP errors: a view the
@@ -348,17 +348,18 @@ func (s *Server) narrowToAccess(c *gin.Context, typ string, sel *selection) erro
 	return nil
 }
 
-// resourceSource calls fn with each resource a run reads, decoded.
-type resourceSource func(ctx context.Context, fn func(map[string]any) error) error
+// rowSource evaluates a view over the resources a run reads, handing
+// each row to emit in the order of the resources.
+type rowSource func(ctx context.Context, v *view.View, emit func(row []any) error) error
 
-// resourcesOf is the source of a run: its inline resources, or a snapshot
-// of the tenant's resources of typ.
-func (s *Server) resourcesOf(c *gin.Context, typ string, sel *selection) resourceSource {
+// rowsOf is the source of a run: its inline resources, or a snapshot of
+// the tenant's resources of typ, decoded and evaluated on every CPU.
+func (s *Server) rowsOf(c *gin.Context, typ string, sel *selection) rowSource {
 	if sel.hasInline {
-		return func(_ context.Context, fn func(map[string]any) error) error {
+		return func(ctx context.Context, v *view.View, emit func(row []any) error) error {
 			for _, r := range sel.inline {
 				if s.inlineSelected(typ, r, sel) {
-					if err := fn(r); err != nil {
+					if err := v.Eval(ctx, r, emit); err != nil {
 						return err
 					}
 				}
@@ -367,18 +368,17 @@ func (s *Server) resourcesOf(c *gin.Context, typ string, sel *selection) resourc
 		}
 	}
 	tenant := c.GetString(tenantKey)
-	return func(ctx context.Context, fn func(map[string]any) error) error {
+	return func(ctx context.Context, v *view.View, emit func(row []any) error) error {
 		q, err := s.snapshotQuery(typ, sel)
 		if err != nil || q == nil {
 			return err
 		}
-		return s.store.Snapshot(ctx, tenant, *q, func(res *store.Resource) error {
-			m, err := decodeResource(res.JSON)
-			if err != nil {
-				return fmt.Errorf("read %s/%s: %w", res.Type, res.ID, err)
-			}
-			return fn(m)
-		})
+		stream := v.NewStream(ctx, 0, emit)
+		err = s.store.Snapshot(ctx, tenant, *q, func(res *store.Resource) error { return stream.Add(res.JSON) })
+		if cerr := stream.Close(); cerr != nil || errors.Is(err, view.ErrStopped) {
+			return cerr
+		}
+		return err
 	}
 }
 
@@ -436,7 +436,7 @@ func decodeResource(data []byte) (map[string]any, error) {
 // The first commitBytes are held back: an error before then is answered
 // with an OperationOutcome; after, the connection is cut so that the
 // client cannot take a partial answer for a whole one.
-func (s *Server) streamRows(c *gin.Context, v *view.View, out runOutput, src resourceSource) error {
+func (s *Server) streamRows(c *gin.Context, v *view.View, out runOutput, src rowSource) error {
 	ctx := c.Request.Context()
 	w := &lazyBody{c: c, contentType: view.ContentType(out.format)}
 	sink, err := view.NewSink(w, out.format, v.Columns(), view.SinkOptions{NoHeader: !out.header})
@@ -444,17 +444,15 @@ func (s *Server) streamRows(c *gin.Context, v *view.View, out runOutput, src res
 		return err
 	}
 	rows := 0
-	err = src(ctx, func(res map[string]any) error {
-		return v.Eval(ctx, res, func(row []any) error {
-			if err := sink.WriteRow(row); err != nil {
-				return err
-			}
-			rows++
-			if out.limit > 0 && rows >= out.limit {
-				return errLimitReached
-			}
-			return nil
-		})
+	err = src(ctx, v, func(row []any) error {
+		if err := sink.WriteRow(row); err != nil {
+			return err
+		}
+		rows++
+		if out.limit > 0 && rows >= out.limit {
+			return errLimitReached
+		}
+		return nil
 	})
 	if errors.Is(err, errLimitReached) {
 		err = nil
