@@ -254,19 +254,17 @@ func (r *viewRunner) runDirect(ctx context.Context, v *viewdef.View, dest io.Wri
 		t, _ := time.Parse(time.RFC3339Nano, r.since)
 		q.Since = &t
 	}
-	err = r.db.store.Snapshot(ctx, r.tenant, q, func(res *store.Resource) error {
-		dec := json.NewDecoder(bytes.NewReader(res.JSON))
-		dec.UseNumber()
-		var m map[string]any
-		if err := dec.Decode(&m); err != nil {
-			return fmt.Errorf("read %s/%s: %w", res.Type, res.ID, err)
-		}
-		p.resources.Add(1)
-		return v.Eval(ctx, m, func(row []any) error {
-			p.rows.Add(1)
-			return sink.WriteRow(row)
-		})
+	stream := v.NewStream(ctx, 0, func(row []any) error {
+		p.rows.Add(1)
+		return sink.WriteRow(row)
 	})
+	err = r.db.store.Snapshot(ctx, r.tenant, q, func(res *store.Resource) error {
+		p.resources.Add(1)
+		return stream.Add(res.JSON)
+	})
+	if cerr := stream.Close(); cerr != nil || errors.Is(err, viewdef.ErrStopped) {
+		err = cerr
+	}
 	if err != nil {
 		return err
 	}

@@ -2,9 +2,7 @@ package bulkexport
 
 import (
 	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -61,10 +59,8 @@ func (r *run) exportView(ctx context.Context, from Cursor) error {
 // viewRows evaluates v over one resource into rows (copies): a resource's
 // rows are written whole or not at all.
 func viewRows(ctx context.Context, v *view.View, res *store.Resource, rows *[][]any) error {
-	dec := json.NewDecoder(bytes.NewReader(res.JSON))
-	dec.UseNumber()
-	var m map[string]any
-	if err := dec.Decode(&m); err != nil {
+	m, err := view.Decode(res.JSON)
+	if err != nil {
 		return fmt.Errorf("read %s/%s: %w", res.Type, res.ID, err)
 	}
 	return v.Eval(ctx, m, func(row []any) error {
