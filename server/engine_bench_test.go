@@ -211,27 +211,34 @@ func BenchmarkEngineTargets(b *testing.B) {
 	if !ok {
 		b.Skip("the engine benchmark compares with raw SQL: run it on the embedded engine")
 	}
-	modes := benchInvariants(b)
+	modes, profiles := benchInvariants(b), benchProfiles(b)
 	for _, n := range benchSizes(b) {
 		for _, mode := range modes {
-			name := fmt.Sprintf("resources=%d", n)
-			if len(modes) > 1 || mode != "on" {
-				name += "/invariants=" + mode
+			for _, uscore := range profiles {
+				name := fmt.Sprintf("resources=%d", n)
+				if len(modes) > 1 || mode != "on" {
+					name += "/invariants=" + mode
+				}
+				if len(profiles) > 1 || uscore != "off" {
+					name += "/uscore=" + uscore
+				}
+				b.Run(name, func(b *testing.B) { engineTargets(b, raw, n, mode, uscore) })
 			}
-			b.Run(name, func(b *testing.B) { engineTargets(b, raw, n, mode) })
 		}
 	}
 }
 
 // engineTargets loads n resources, with the core invariants checked or not
-// (mode on or off), and times each read.
-func engineTargets(b *testing.B, raw rawSQL, n int, mode string) {
+// (mode on or off) and US Core 6.1.0 installed or not (uscore), and times
+// each read.
+func engineTargets(b *testing.B, raw rawSQL, n int, mode, uscore string) {
 	log := &commandLog{}
 	mutate := []func(*server.Config, *store.Options){func(_ *server.Config, o *store.Options) { o.Monitor = log.monitor() }}
 	if mode == "off" {
 		mutate = append(mutate, withoutInvariants(b))
 	}
 	e := newEnv(b, mutate...)
+	withProfiles(b, e, uscore)
 	loaded := loadSynthea(b, e, n)
 	targets := pickTargets(b, e)
 	b.Logf("%d resources loaded", loaded)

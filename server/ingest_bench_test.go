@@ -91,10 +91,25 @@ func bundleDocuments(b *testing.B, body []byte) map[string][]any {
 // through POST / (one client, then one per bundle) and, in the same run on
 // the same database, inserts the same resources with one InsertMany per
 // type and bundle through the database engine; it reports resources/s of both and
-// their ratio.
+// their ratio. FHIRSTORE_BENCH_PROFILES=off,on runs it without and with US
+// Core 6.1.0 installed (profiles_bench_test.go).
 func BenchmarkSyntheaIngest(b *testing.B) {
+	profiles := benchProfiles(b)
+	if len(profiles) == 1 && profiles[0] == "off" {
+		syntheaIngest(b, "off")
+		return
+	}
+	for _, uscore := range profiles {
+		b.Run("uscore="+uscore, func(b *testing.B) { syntheaIngest(b, uscore) })
+	}
+}
+
+// syntheaIngest is BenchmarkSyntheaIngest with US Core 6.1.0 installed or
+// not (uscore on or off).
+func syntheaIngest(b *testing.B, uscore string) {
 	ctx := context.Background()
 	e := newEnv(b)
+	withProfiles(b, e, uscore)
 	postSyntheaProviders(b, e)
 	bundles := ingestBundles(b)
 	docs := make([]map[string][]any, len(bundles))

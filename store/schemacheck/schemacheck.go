@@ -23,6 +23,7 @@ type Checker struct {
 	base     *fhirschema.Validator
 	profiles *profile.Validator
 	policy   Policy
+	exts     extensionCache
 }
 
 // Option tunes a Checker.
@@ -56,7 +57,8 @@ func Validator(v *fhirschema.Validator, opts ...Option) store.Validator {
 // Check validates one resource as a write would, with defs for its
 // profiles.
 func (c *Checker) Check(ctx context.Context, in store.Validation, defs profile.Definitions) ([]store.Issue, error) {
-	exts := &tenantExtensions{ctx: ctx, find: in.Find, known: map[string][]string{}, lookedUp: map[string]bool{}}
+	exts := &tenantExtensions{ctx: ctx, find: in.Find, known: map[string][]string{}, lookedUp: map[string]bool{},
+		cache: &c.exts, tenant: in.Tenant, gen: &generation{read: in.Definitions.Generation}}
 	r := c.base.Validate(in.Type, in.Body, fhirschema.Options{Lenient: in.Lenient, Extensions: exts.types, BestPractice: in.Check})
 	if exts.err != nil {
 		return nil, fmt.Errorf("read extension definitions: %w", exts.err)
@@ -103,6 +105,10 @@ type tenantExtensions struct {
 	known    map[string][]string
 	lookedUp map[string]bool
 	err      error
+	// cache keeps what was read under the tenant's generation gen.
+	cache  *extensionCache
+	tenant string
+	gen    *generation
 }
 
 // types answers for url, or url#name for an extension nested in the one
@@ -122,11 +128,34 @@ func (t *tenantExtensions) types(u string) ([]string, bool) {
 	return types, ok
 }
 
-// read adds what the tenant's definition of the extension at url says.
+// read adds what the tenant's definition of the extension at url says,
+// from the cache when the tenant's definitions are as they were.
 func (t *tenantExtensions) read(u string) error {
-	found, err := t.find(t.ctx, "StructureDefinition", "url="+url.QueryEscape(u))
+	gen, err := t.gen.value(t.ctx)
 	if err != nil {
 		return err
+	}
+	key := t.tenant + " " + u
+	known, ok := t.cache.get(key, gen)
+	if !ok {
+		if known, err = t.readDefinition(u); err != nil {
+			return err
+		}
+		t.cache.put(key, gen, known)
+	}
+	for k, types := range known {
+		t.known[k] = types
+	}
+	return nil
+}
+
+// readDefinition reads what the tenant's definitions of the extension at
+// url say of it and of the extensions nested in it.
+func (t *tenantExtensions) readDefinition(u string) (map[string][]string, error) {
+	known := map[string][]string{}
+	found, err := t.find(t.ctx, "StructureDefinition", "url="+url.QueryEscape(u))
+	if err != nil {
+		return nil, err
 	}
 	for _, sd := range found {
 		defs, err := fhirschema.ExtensionDefinitions(sd)
@@ -135,9 +164,9 @@ func (t *tenantExtensions) read(u string) error {
 		}
 		for key, types := range defs {
 			if key == u || strings.HasPrefix(key, u+"#") {
-				t.known[key] = types
+				known[key] = types
 			}
 		}
 	}
-	return nil
+	return known, nil
 }
