@@ -58,12 +58,15 @@ func Compile(def []byte, opts Options) (*View, error) {
 
 // CompileMap is Compile for a view already decoded (numbers as json.Number).
 func CompileMap(obj map[string]any, opts Options) (*View, error) {
-	c := &compiler{limits: opts.Limits.withDefaults(), names: map[string]string{}, constants: map[string]bool{}}
+	c := &compiler{limits: opts.Limits.withDefaults(), names: map[string]string{}, constants: map[string]bool{}, reached: map[string]bool{}}
 	v := c.view(obj, opts.Stored)
 	if len(c.issues) > 0 {
 		return nil, &InvalidError{Issues: c.issues}
 	}
 	v.columns, v.limits = c.columns, c.limits
+	if !c.whole {
+		v.reached = c.reached
+	}
 	return v, nil
 }
 
@@ -79,6 +82,10 @@ type compiler struct {
 	// reuse are the unionAll branches being compiled after the first: their
 	// columns take the first branch's slots, in order.
 	reuse []*slotList
+	// reached are the names the paths use; whole is set when a path can
+	// see the whole resource (see reach).
+	reached map[string]bool
+	whole   bool
 }
 
 // slotList is the columns a unionAll's first branch declared, which each

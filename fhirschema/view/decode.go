@@ -14,7 +14,22 @@ import (
 // work of a json.Decoder with UseNumber in a fraction of the time, which
 // a view over many resources spends mostly decoding them.
 func Decode(data []byte) (map[string]any, error) {
-	d := &decoder{data: data}
+	return decode(data, nil)
+}
+
+// Decode is the package's Decode keeping only the top-level elements the
+// view can read: a view of a few columns skips most of each resource.
+func (v *View) Decode(data []byte) (map[string]any, error) {
+	if v.reached == nil {
+		return decode(data, nil)
+	}
+	return decode(data, func(key string) bool { return keepKey(v.reached, key) })
+}
+
+// decode reads a resource, its top-level elements filtered by keep (nil
+// keeps all).
+func decode(data []byte, keep func(string) bool) (map[string]any, error) {
+	d := &decoder{data: data, keep: keep}
 	d.space()
 	if d.i >= len(d.data) || d.data[d.i] != '{' {
 		return nil, errors.New("decode resource: not a JSON object")
@@ -38,6 +53,7 @@ type decoder struct {
 	data []byte
 	i    int
 	buf  []byte
+	keep func(string) bool
 }
 
 func (d *decoder) errorf(format string, args ...any) error {
@@ -113,11 +129,17 @@ func (d *decoder) object(depth int) (map[string]any, error) {
 			return nil, d.errorf("expected ':'")
 		}
 		d.i++
-		v, err := d.value(depth + 1)
-		if err != nil {
-			return nil, err
+		if depth == 0 && d.keep != nil && !d.keep(k) {
+			if err := d.skip(); err != nil {
+				return nil, err
+			}
+		} else {
+			v, err := d.value(depth + 1)
+			if err != nil {
+				return nil, err
+			}
+			m[k] = v
 		}
-		m[k] = v
 		d.space()
 		if d.i >= len(d.data) {
 			return nil, d.errorf("unexpected end of object")
@@ -275,4 +297,55 @@ func (d *decoder) hex4() (rune, error) {
 	}
 	d.i += 4
 	return rune(n), nil
+}
+
+// skip passes over one value without building it (its strings are still
+// checked for their end, its brackets for their balance).
+func (d *decoder) skip() error {
+	d.space()
+	depth := 0
+	for d.i < len(d.data) {
+		switch c := d.data[d.i]; c {
+		case '"':
+			if err := d.skipString(); err != nil {
+				return err
+			}
+		case '{', '[':
+			depth++
+			d.i++
+		case '}', ']':
+			if depth == 0 {
+				return nil // the end of the enclosing object
+			}
+			depth--
+			d.i++
+		case ',':
+			if depth == 0 {
+				return nil
+			}
+			d.i++
+		default:
+			d.i++
+		}
+		if depth == 0 && d.i < len(d.data) {
+			d.space()
+			if d.i < len(d.data) && (d.data[d.i] == ',' || d.data[d.i] == '}') {
+				return nil
+			}
+		}
+	}
+	return d.errorf("unexpected end")
+}
+
+func (d *decoder) skipString() error {
+	for d.i++; d.i < len(d.data); d.i++ {
+		switch d.data[d.i] {
+		case '\\':
+			d.i++
+		case '"':
+			d.i++
+			return nil
+		}
+	}
+	return d.errorf("unterminated string")
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"testing"
 
 	"fhirstore/fhirschema/view"
@@ -125,6 +126,52 @@ func BenchmarkEvalObservationView(b *testing.B) {
 	for range b.N {
 		if err := v.Eval(context.Background(), res, func([]any) error { return nil }); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkDecodeSyntheaObservation(b *testing.B) {
+	data := syntheaObservation(b)
+	b.SetBytes(int64(len(data)))
+	for range b.N {
+		if _, err := view.Decode(data); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// TestAViewDecodesOnlyTheElementsItReads: a view's Decode keeps the
+// top-level elements its paths name (choice types and _twins included),
+// and every element when a path can see the whole resource.
+func TestAViewDecodesOnlyTheElementsItReads(t *testing.T) {
+	data := []byte(`{"resourceType":"Observation","id":"o","status":"final","_status":{"id":"s"},"code":{"text":"c"},
+		"valueQuantity":{"value":1.5},"component":[{"code":{"text":"x"}}],"note":[{"text":"n \"}\" ]"}],"issued":"2024-01-01T00:00:00Z"}`)
+	for _, tc := range []struct {
+		view string
+		keys []string
+	}{
+		{`{"resource":"Observation","select":[{"column":[{"name":"v","path":"value.ofType(Quantity).value"},{"name":"s","path":"status"}]}]}`,
+			[]string{"_status", "id", "resourceType", "status", "valueQuantity"}},
+		{`{"resource":"Observation","select":[{"column":[{"name":"n","path":"descendants().count()"}]}]}`,
+			[]string{"_status", "code", "component", "id", "issued", "note", "resourceType", "status", "valueQuantity"}},
+		{`{"resource":"Observation","select":[{"column":[{"name":"r","path":"$this"}]}]}`,
+			[]string{"_status", "code", "component", "id", "issued", "note", "resourceType", "status", "valueQuantity"}},
+	} {
+		v, err := view.Compile([]byte(tc.view), view.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := v.Decode(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var keys []string
+		for k := range m {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		if !slices.Equal(keys, tc.keys) {
+			t.Errorf("%s: kept %v, want %v", tc.view, keys, tc.keys)
 		}
 	}
 }

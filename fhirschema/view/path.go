@@ -62,6 +62,7 @@ func (c *compiler) pathText(v any, at string) *path {
 		c.errorf("invalid", at, "path %q does not compile: %v", src, err)
 		return nil
 	}
+	c.reach(rewritten)
 	return &path{src: src, expr: expr, at: at}
 }
 

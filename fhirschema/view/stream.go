@@ -129,7 +129,7 @@ func (s *Stream) worker() {
 func (s *Stream) evalBatch(b *streamBatch) error {
 	width := len(s.v.columns)
 	for _, data := range b.data {
-		res, err := Decode(data)
+		res, err := s.v.Decode(data)
 		if err != nil {
 			return err
 		}

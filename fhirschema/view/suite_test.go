@@ -130,8 +130,17 @@ func runSuiteTest(resources []map[string]any, tc suiteTest) string {
 func evalAll(v *view.View, resources []map[string]any) ([]map[string]any, error) {
 	cols := v.Columns()
 	var rows []map[string]any
-	for _, r := range resources {
-		err := v.Eval(context.Background(), r, func(row []any) error {
+	for _, full := range resources {
+		// Through the view's own decoding, which keeps only what it reads.
+		data, err := json.Marshal(full)
+		if err != nil {
+			return nil, err
+		}
+		r, err := v.Decode(data)
+		if err != nil {
+			return nil, err
+		}
+		err = v.Eval(context.Background(), r, func(row []any) error {
 			m := make(map[string]any, len(row))
 			for i, c := range cols {
 				m[c.Name] = row[i]

@@ -164,16 +164,21 @@ func TestViewsOverSyntheaGiveTheRowsComputedFromTheData(t *testing.T) {
 				t.Fatal(err)
 			}
 			var got, want []string
-			for _, r := range resources {
-				err := v.Eval(context.Background(), r, func(row []any) error {
+			for _, full := range resources {
+				data, _ := json.Marshal(full)
+				r, err := v.Decode(data)
+				if err != nil {
+					t.Fatal(err)
+				}
+				err = v.Eval(context.Background(), r, func(row []any) error {
 					got = append(got, render(row))
 					return nil
 				})
 				if err != nil {
 					t.Fatal(err)
 				}
-				if r["resourceType"] == v.Resource {
-					for _, row := range tc.rows(r) {
+				if full["resourceType"] == v.Resource {
+					for _, row := range tc.rows(full) {
 						want = append(want, render(row))
 					}
 				}

@@ -43,6 +43,9 @@ type View struct {
 	where               []*path
 	constants           map[string][]fhirpath.Node
 	limits              Limits
+	// reached are the top-level elements the view can read (see reach);
+	// nil when it can read any.
+	reached map[string]bool
 }
 
 // Columns lists the columns of the view's rows, in order.
