@@ -333,7 +333,7 @@ func capabilityParams(t testing.TB, e *env, typ string) map[string]string {
 			} `json:"resource"`
 		} `json:"rest"`
 	}
-	r := e.do(request{Method: http.MethodGet, Path: "/metadata", Token: new(string)})
+	r := e.get("/metadata")
 	if err := json.Unmarshal(r.Body, &cs); err != nil || r.Status != http.StatusOK {
 		t.Fatalf("metadata: %d %v", r.Status, err)
 	}
@@ -415,6 +415,11 @@ func TestTheCapabilityStatementListsTheParametersInForce(t *testing.T) {
 	other := newEnv(t)
 	if params := capabilityParams(t, other, "Patient"); params["birthplace-city"] != "" || params["gender"] != "http://hl7.org/fhir/SearchParameter/individual-gender" {
 		t.Errorf("another tenant sees the first one's parameters: %v", params)
+	}
+	stranger := *e
+	stranger.token = ""
+	if params := capabilityParams(t, &stranger, "Patient"); params["birthplace-city"] != "" {
+		t.Error("a request without a token sees the tenant's parameters")
 	}
 	if b := spSearch(t, e, "/Patient?gender=female"); b.incomplete() != "" {
 		t.Errorf("a restated built-in parameter is re-indexed: %s", b.incomplete())

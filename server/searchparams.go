@@ -37,13 +37,18 @@ func (s *Server) tenantRegistry(ctx context.Context, tenant string) (*search.Reg
 	return reg, nil
 }
 
-// publicRegistry is the registry the CapabilityStatement of the addressed
-// tenant lists, asked for without a token: an unknown tenant, or one that
-// cannot be told, gets the built-in parameters.
+// publicRegistry is the registry the CapabilityStatement lists, which
+// needs no token: a request with a valid token of the tenant it addresses
+// gets the tenant's, any other the built-in parameters, so that strangers
+// cannot tell which tenants exist.
 func (s *Server) publicRegistry(c *gin.Context) *search.Registry {
 	ctx := c.Request.Context()
 	name, ok := tenantFromHost(c.Request.Host, s.cfg.BaseDomain, s.cfg.DefaultTenant)
-	if !ok || s.cfg.Registry == nil {
+	token, hasToken := bearer(c.GetHeader("Authorization"))
+	if !ok || !hasToken || s.cfg.Registry == nil {
+		return s.cfg.Registry
+	}
+	if p, err := s.auth.Authenticate(ctx, token); err != nil || p.Tenant != name {
 		return s.cfg.Registry
 	}
 	if exists, err := s.tenants.exists(ctx, name, s.store.TenantExists); err != nil || !exists {
