@@ -99,3 +99,29 @@ func TestARowExplosionIsCut(t *testing.T) {
 		t.Errorf("got %v after %d rows, want an *EvalError after 100", err, n)
 	}
 }
+
+// TestReferenceKeysAgreeEitherWay: a path ending with getReferenceKey is
+// keyed in Go; any other use goes through FHIRPath; both give the same keys.
+func TestReferenceKeysAgreeEitherWay(t *testing.T) {
+	refs := []string{"Patient/p1", "http://example.org/fhir/Patient/p2", "Patient/p3/_history/4", "#contained",
+		"urn:uuid:0a1b", "Patient", "patient/p5", "Observation/o1", "Patient/", "https://x/Group/g/_history/1"}
+	for _, typ := range []string{"", "Patient", "Group"} {
+		fast, err := view.Compile([]byte(`{"resource":"Observation","select":[{"column":[{"name":"k","path":"subject.getReferenceKey(`+typ+`)"}]}]}`), view.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		slow, err := view.Compile([]byte(`{"resource":"Observation","select":[{"column":[{"name":"k","path":"subject.getReferenceKey(`+typ+`) | {}"}]}]}`), view.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ref := range refs {
+			res := map[string]any{"resourceType": "Observation", "id": "o", "subject": map[string]any{"reference": ref}}
+			var a, b any
+			_ = fast.Eval(context.Background(), res, func(row []any) error { a = row[0]; return nil })
+			_ = slow.Eval(context.Background(), res, func(row []any) error { b = row[0]; return nil })
+			if a != b {
+				t.Errorf("getReferenceKey(%s) of %q: %v in Go, %v through FHIRPath", typ, ref, a, b)
+			}
+		}
+	}
+}

@@ -46,7 +46,23 @@ func (ev *evaluator) eval(p *path, focus []fhirpath.Node) ([]fhirpath.Node, erro
 		}
 		return nil, ev.failf(p.at, "%s: %v", p.src, err)
 	}
+	if p.refKeys {
+		return referenceKeys(out, p.refType), nil
+	}
 	return out, nil
+}
+
+// referenceKeys are the keys of the references among out of typ.
+func referenceKeys(out []fhirpath.Node, typ string) []fhirpath.Node {
+	keys := out[:0]
+	for _, n := range out {
+		if ref, ok := n.Value.(string); ok {
+			if key, ok := referenceKey(ref, typ); ok {
+				keys = append(keys, fhirpath.Node{Value: key, Type: "System.String"})
+			}
+		}
+	}
+	return keys
 }
 
 // where tells whether the resource passes every where path: a path

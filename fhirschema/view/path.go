@@ -14,6 +14,10 @@ type path struct {
 	src  string
 	expr *fhirpath.Expr
 	at   string
+	// refKeys marks a path ending with getReferenceKey, evaluated as the
+	// references it keys (see referenceTail); refType is its type.
+	refKeys bool
+	refType string
 }
 
 // reservedVars are the environment variables a view's paths may name
@@ -46,7 +50,11 @@ func (c *compiler) pathText(v any, at string) *path {
 		c.errorf("required", at, "the path is empty")
 		return nil
 	}
-	rewritten, vars, err := rewrite(src)
+	text, refType, refKeys := referenceTail(src)
+	if !refKeys {
+		text = src
+	}
+	rewritten, vars, err := rewrite(text)
 	if err != nil {
 		c.errorf("invalid", at, "path %q does not compile: %v", src, err)
 		return nil
@@ -63,7 +71,7 @@ func (c *compiler) pathText(v any, at string) *path {
 		return nil
 	}
 	c.reach(rewritten)
-	return &path{src: src, expr: expr, at: at}
+	return &path{src: src, expr: expr, at: at, refKeys: refKeys, refType: refType}
 }
 
 func jsonKind(v any) string {
@@ -242,3 +250,66 @@ func isIdentStart(ch byte) bool {
 }
 
 func isIdentPart(ch byte) bool { return isIdentStart(ch) || ('0' <= ch && ch <= '9') }
+
+// tailReferenceKey matches a path that ends with getReferenceKey([Type])
+// applied to a plain path (no operator outside brackets): the common
+// subject.getReferenceKey(Patient). Such a path is evaluated as
+// prefix.reference and its keys taken in Go, without regular expressions.
+var tailReferenceKey = regexp.MustCompile(`^(.+)\.getReferenceKey\(\s*((?:FHIR\.)?[A-Za-z]*)\s*\)$`)
+
+// referenceTail splits such a path into the path of its references and
+// the type its keys must be of ("" for any); ok is false for any other path.
+func referenceTail(src string) (refs, typ string, ok bool) {
+	m := tailReferenceKey.FindStringSubmatch(strings.TrimSpace(src))
+	if m == nil || strings.Contains(m[1], "getReferenceKey") || strings.Contains(m[1], "getResourceKey") || !plainPath(m[1]) {
+		return "", "", false
+	}
+	typ = strings.TrimPrefix(m[2], "FHIR.")
+	if typ != "" && !fhirschema.IsResourceType(typ) {
+		return "", "", false // the rewrite reports it
+	}
+	return m[1] + ".reference", typ, true
+}
+
+// plainPath tells whether src has no operator, space or comment outside
+// its brackets and quotes: a chain of navigations and calls.
+func plainPath(src string) bool {
+	depth := 0
+	for i := 0; i < len(src); i++ {
+		switch ch := src[i]; {
+		case ch == '\'' || ch == '`':
+			i = skipQuoted(src, i) - 1
+		case ch == '(' || ch == '[':
+			depth++
+		case ch == ')' || ch == ']':
+			depth--
+		case depth == 0 && !(isIdentPart(ch) || ch == '.' || ch == '$'):
+			return false
+		}
+	}
+	return depth == 0
+}
+
+// referenceKey is the key a literal reference names, when of typ (any
+// type when typ is ""): the id of Type/id, relative or absolute, with or
+// without _history.
+func referenceKey(ref, typ string) (string, bool) {
+	if i := strings.Index(ref, "/_history/"); i >= 0 {
+		ref = ref[:i]
+	}
+	slash := strings.LastIndexByte(ref, '/')
+	if slash <= 0 || slash == len(ref)-1 {
+		return "", false
+	}
+	id, rest := ref[slash+1:], ref[:slash]
+	t := rest[strings.LastIndexByte(rest, '/')+1:]
+	if t == "" || t[0] < 'A' || t[0] > 'Z' || (typ != "" && t != typ) {
+		return "", false
+	}
+	for i := 1; i < len(t); i++ {
+		if !('a' <= t[i] && t[i] <= 'z' || 'A' <= t[i] && t[i] <= 'Z') {
+			return "", false
+		}
+	}
+	return id, true
+}
