@@ -492,3 +492,48 @@ func TestSyntheaLoadsWithUSCore(t *testing.T) {
 		t.Fatalf("the refusal does not name the unknown profile: %.2000s", r.Body)
 	}
 }
+
+// differentialProfile is a profile of Patient with only a differential.
+func differentialProfile(id, base string, elements ...string) string {
+	return `{"resourceType":"StructureDefinition","id":"` + id + `","url":"http://example.org/fhir/StructureDefinition/` + id + `","name":"P` + strings.ReplaceAll(id, "-", "") + `",` +
+		`"status":"active","kind":"resource","abstract":false,"type":"Patient","baseDefinition":"` + base + `","derivation":"constraint",` +
+		`"differential":{"element":[` + strings.Join(elements, ",") + `]}}`
+}
+
+// TestStructureDefinitionsAreCheckedWhenWritten: a profile posted with a
+// differential only gets its snapshot generated and takes effect; one
+// whose differential cannot be applied, or whose snapshot contradicts its
+// base, or that derives from itself, is refused at the element.
+func TestStructureDefinitionsAreCheckedWhenWritten(t *testing.T) {
+	e := newEnv(t)
+	const patient = "http://hl7.org/fhir/StructureDefinition/Patient"
+	if r := e.put("/StructureDefinition/needs-identifier", differentialProfile("needs-identifier", patient,
+		`{"id":"Patient.identifier","path":"Patient.identifier","min":1}`)); r.Status != http.StatusCreated {
+		t.Fatalf("a differential-only profile: %d %s", r.Status, r.Body)
+	}
+	wantOutcome(t, e.post("/Patient", `{"resourceType":"Patient","meta":{"profile":["http://example.org/fhir/StructureDefinition/needs-identifier"]},"gender":"male"}`),
+		http.StatusUnprocessableEntity, "Patient.identifier")
+
+	contradicting := example(t, "../StructureDefinition-us-core-patient.json")
+	contradicting["id"], contradicting["url"] = "wide-gender", "http://example.org/fhir/StructureDefinition/wide-gender"
+	for _, el := range contradicting["snapshot"].(map[string]any)["element"].([]any) {
+		if el.(map[string]any)["id"] == "Patient.gender" {
+			el.(map[string]any)["max"] = "*"
+		}
+	}
+	tests := []struct {
+		name, id, body, where string
+	}{
+		{"a differential element the base does not have", "nosuch", differentialProfile("nosuch", patient, `{"id":"Patient.nosuch","path":"Patient.nosuch","min":1}`), "StructureDefinition.differential"},
+		{"a snapshot wider than its base", "wide-gender", toJSON(t, contradicting), "StructureDefinition.snapshot.element["},
+		{"a profile derived from itself", "itself", differentialProfile("itself", "http://example.org/fhir/StructureDefinition/itself", `{"id":"Patient","path":"Patient"}`), "StructureDefinition"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			wantOutcome(t, e.put("/StructureDefinition/"+tt.id, tt.body), http.StatusUnprocessableEntity, tt.where)
+			if r := e.get("/StructureDefinition/" + tt.id); r.Status != http.StatusNotFound {
+				t.Fatalf("the refused definition was stored: %d", r.Status)
+			}
+		})
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -293,7 +294,58 @@ func checkStructure(ctx context.Context, in store.Validation, defs profile.Defin
 	if err := dec.Decode(&sd); err != nil {
 		return nil, nil // the base validation has said what is wrong
 	}
+	if len(snapshotElements(sd)) == 0 {
+		return checkDifferential(ctx, defs, sd)
+	}
 	return CheckSnapshot(ctx, defs, sd)
+}
+
+// checkDifferential generates the snapshot of a profile that has only a
+// differential: one whose differential cannot be applied to its base is
+// refused at the element; one whose base is unknown is a warning, to be
+// checked when the base is there.
+func checkDifferential(ctx context.Context, defs profile.Definitions, sd map[string]any) ([]fhirschema.Issue, error) {
+	baseURL, _ := sd["baseDefinition"].(string)
+	if sd["derivation"] != "constraint" || baseURL == "" {
+		return nil, nil
+	}
+	if u, _, _ := strings.Cut(baseURL, "|"); u == sd["url"] {
+		return []fhirschema.Issue{{Severity: "error", Code: "invalid", Expression: "StructureDefinition.baseDefinition",
+			Diagnostics: fmt.Sprintf("the profile %s derives from itself", u)}}, nil
+	}
+	base, err := defs.Resource(ctx, "StructureDefinition", baseURL)
+	if err != nil {
+		return nil, fmt.Errorf("look up the base definition %s: %w", baseURL, err)
+	}
+	if base == nil {
+		return []fhirschema.Issue{{Severity: "warning", Code: "not-found", Expression: "StructureDefinition.baseDefinition",
+			Diagnostics: fmt.Sprintf("the base definition %s is unknown: the differential cannot be applied yet", baseURL)}}, nil
+	}
+	_, err = profile.GenerateSnapshot(ctx, defs, sd)
+	var de *profile.DifferentialError
+	switch {
+	case errors.As(err, &de):
+		return []fhirschema.Issue{{Severity: "error", Code: "invalid", Expression: differentialAt(sd, de.Path),
+			Diagnostics: fmt.Sprintf("the differential cannot be applied to %s: %s: %s", baseURL, de.Path, de.Reason)}}, nil
+	case err != nil && ctx.Err() == nil:
+		return []fhirschema.Issue{{Severity: "error", Code: "invalid", Expression: "StructureDefinition.differential",
+			Diagnostics: fmt.Sprintf("no snapshot can be generated from the differential: %v", err)}}, nil
+	}
+	return nil, ctx.Err()
+}
+
+// differentialAt is the FHIRPath of the differential element whose id (or
+// path) is id.
+func differentialAt(sd map[string]any, id string) string {
+	diff, _ := sd["differential"].(map[string]any)
+	list, _ := diff["element"].([]any)
+	for i, e := range list {
+		m, _ := e.(map[string]any)
+		if m["id"] == id || m["path"] == id {
+			return "StructureDefinition.differential.element[" + strconv.Itoa(i) + "]"
+		}
+	}
+	return "StructureDefinition.differential"
 }
 
 // valid reports whether no issue is an error.
