@@ -120,12 +120,6 @@ func decOf(n Node) (float64, bool) {
 	return 0, false
 }
 
-// strOf returns the string value of a string-like node.
-func strOf(n Node) (string, bool) {
-	s, ok := n.Value.(string)
-	return s, ok
-}
-
 // qtyOf returns n's value as a Quantity: a quantity value, or a FHIR
 // Quantity element (its code, else its unit).
 func qtyOf(n Node) (Quantity, bool) {
