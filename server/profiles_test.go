@@ -197,6 +197,17 @@ func TestWritesBreakingAClaimedProfileAreRefusedAtTheElement(t *testing.T) {
 			}
 		})
 	}
+	t.Run("a patch removing the identifier", func(t *testing.T) {
+		if r := e.put("/Patient/example", toJSON(t, example(t, "Patient-example.json"))); r.Status/100 != 2 {
+			t.Fatalf("PUT: %d %s", r.Status, r.Body)
+		}
+		r := e.do(request{Method: http.MethodPatch, Path: "/Patient/example", Body: `[{"op":"remove","path":"/identifier"}]`,
+			Header: map[string]string{"Content-Type": "application/json-patch+json"}})
+		wantOutcome(t, r, http.StatusUnprocessableEntity, "Patient.identifier")
+		if got := e.get("/Patient/example").JSON(t)["identifier"]; got == nil {
+			t.Fatal("the refused patch was applied")
+		}
+	})
 }
 
 // sibling is a second server on the env's database and tenant, as another
