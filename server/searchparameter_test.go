@@ -15,6 +15,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -193,13 +194,14 @@ func TestSearchesSayWhenAParameterIsBeingReindexed(t *testing.T) {
 			return nil
 		}
 	})
-	defer func() {
-		if !blocked.Load() || release != nil {
-			close(release)
-		}
-	}()
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	defer free()
 	mustWrite(t, e, http.MethodPut, "/Patient/born-boston", bornIn("born-boston", "Boston"))
 	mustWrite(t, e, http.MethodPost, "/SearchParameter", spBirthplace)
+	for deadline := time.Now().Add(30 * time.Second); !blocked.Load() && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond) // the job has recorded its start and waits before its first batch
+	}
 	b := spSearch(t, e, "/Patient?birthplace-city=Boston")
 	if b.incomplete() == "" || b.Entry[0].Search.Mode != "outcome" {
 		t.Fatalf("a search while re-indexing has no warning first: %+v", b)
@@ -216,8 +218,7 @@ func TestSearchesSayWhenAParameterIsBeingReindexed(t *testing.T) {
 			t.Errorf("$reindex-status while re-indexing has no %s: %s", want, status)
 		}
 	}
-	close(release)
-	release = nil
+	free()
 	if got := awaitComplete(t, e, "/Patient?birthplace-city=Boston").ids(); !slices.Equal(got, []string{"born-boston"}) {
 		t.Errorf("after the re-index: %v", got)
 	}
