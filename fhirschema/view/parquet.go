@@ -54,7 +54,7 @@ func (k leafKind) node() parquet.Node {
 // parquetSink writes rows into one Parquet file: a column per view
 // column, in the view's order, optional, or repeated for a collection.
 type parquetSink struct {
-	w     *parquet.Writer
+	w     *parquet.GenericWriter[any]
 	kinds []leafKind
 	multi []bool
 	batch []parquet.Row
@@ -80,7 +80,7 @@ func newParquetSink(w io.Writer, cols []Column, rowGroup int) (*parquetSink, err
 		fields[i] = &parquetField{Node: n, name: c.Name}
 	}
 	schema := parquet.NewSchema("view", fields)
-	s.w = parquet.NewWriter(w, schema, parquet.MaxRowsPerRowGroup(int64(rowGroup)), parquet.Compression(&parquet.Snappy))
+	s.w = parquet.NewGenericWriter[any](w, schema, parquet.MaxRowsPerRowGroup(int64(rowGroup)), parquet.Compression(&parquet.Snappy))
 	return s, nil
 }
 
