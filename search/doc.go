@@ -6,7 +6,23 @@
 // The official R4 SearchParameter definitions (search-parameters.json,
 // embedded) give each parameter its code, type, base resource types and
 // FHIRPath expression. Registry compiles the expressions with the FHIRPath
-// subset of package search/fhirpath once at start-up.
+// engine of package fhirschema/fhirpath once at start-up.
+//
+// # A tenant's own parameters
+//
+// A tenant's SearchParameter resources (ParseDefinition) are checked
+// against the registry before they are stored (Registry.Check: each
+// element a search needs, the expression compiled and evaluated strictly
+// on an empty resource of each base) and put in force by Registry.With,
+// which returns the tenant's registry: the built-in parameters, shared,
+// with the tenant's own added or put in place of a built-in one of the
+// same code. A definition that states a built-in parameter again (same
+// URL, or same type and expression) keeps the built-in one's index. The
+// tenant's parameters are marked (Param.Tenant); a query parsed by a
+// tenant's registry lists those it reads (Query.Uses), so that the store
+// can tell whether their values are complete yet, and TenantSignatures
+// says what their stored values depend on, so that it can tell which
+// rows to index again.
 //
 // # Index values
 //
