@@ -156,7 +156,6 @@ func TestNativeRulesAgreeWithTheirInvariants(t *testing.T) {
 		{"ele-1", `{"resourceType":"Patient","maritalStatus":{"id":"m","text":"x"}}`},
 		{"ele-1", `{"resourceType":"Patient","_birthDate":{"id":"b"}}`},
 		{"ele-1", `{"resourceType":"Patient","birthDate":"2000-01-01","_birthDate":{"id":"b"}}`},
-		{"ele-1", `{"resourceType":"Patient","_birthDate":{"id":"b","extension":[{"url":"http://x","valueString":"y"}]}}`},
 		{"ele-1", `{"resourceType":"Patient","name":[{"_given":[{"id":"g"}]}]}`},
 		{"ele-1", `{"resourceType":"Patient","name":[{"given":["A"],"_given":[{"id":"g"}]}]}`},
 		{"ele-1", `{"resourceType":"Patient","contact":[{"id":"c"}]}`},
@@ -169,22 +168,36 @@ func TestNativeRulesAgreeWithTheirInvariants(t *testing.T) {
 		{"ext-1", ext(`{"url":"http://x","extension":[{"url":"a"}]}`)},
 	}
 	for _, c := range cases {
-		r := v.Validate("Patient", []byte(c.body), fhirschema.Options{})
-		native := r.Valid()
-		var res map[string]any
-		dec := json.NewDecoder(strings.NewReader(c.body))
-		dec.UseNumber()
-		if err := dec.Decode(&res); err != nil {
-			t.Fatal(err)
-		}
-		out, err := rules[c.rule].Eval(context.Background(), &fhirpath.Env{Resource: res}, []fhirpath.Node{fhirpath.ResourceNode(res)})
-		if err != nil {
-			t.Fatalf("%s on %s: %v", c.rule, c.body, err)
-		}
-		holds := len(out) == 1 && out[0].Value == true
-		if holds != native {
-			t.Errorf("%s: %s says %v, the validator %v (%+v)", c.body, c.rule, holds, native, r.Issues)
-		}
+		agree(t, v, rules[c.rule], c.body)
+	}
+}
+
+// TestEle1OfAPrimitiveWithOnlyAnIDAndExtensions is the case of ele-1 the
+// FHIRPath engine does not answer yet: children() of a primitive that has
+// only its _name twin (an id and extensions) must be that id and those
+// extensions, so the element keeps ele-1, as the validator says.
+func TestEle1OfAPrimitiveWithOnlyAnIDAndExtensions(t *testing.T) {
+	ele1 := fhirpath.MustCompile("descendants().all(hasValue() or (children().count() > id.count()))")
+	agree(t, mustValidator(t), ele1, `{"resourceType":"Patient","_birthDate":{"id":"b","extension":[{"url":"http://x","valueString":"y"}]}}`)
+}
+
+// agree checks that rule, evaluated on the Patient body, holds exactly
+// when the validator accepts it.
+func agree(t *testing.T, v *fhirschema.Validator, rule *fhirpath.Expr, body string) {
+	t.Helper()
+	r := v.Validate("Patient", []byte(body), fhirschema.Options{})
+	var res map[string]any
+	dec := json.NewDecoder(strings.NewReader(body))
+	dec.UseNumber()
+	if err := dec.Decode(&res); err != nil {
+		t.Fatal(err)
+	}
+	out, err := rule.Eval(context.Background(), &fhirpath.Env{Resource: res}, []fhirpath.Node{fhirpath.ResourceNode(res)})
+	if err != nil {
+		t.Fatalf("%s on %s: %v", rule, body, err)
+	}
+	if holds := len(out) == 1 && out[0].Value == true; holds != r.Valid() {
+		t.Errorf("%s: %s says %v, the validator %v (%+v)", body, rule, holds, r.Valid(), r.Issues)
 	}
 }
 
