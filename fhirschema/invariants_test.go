@@ -63,6 +63,17 @@ var invariantCases = []invariantCase{
 	{"a narrative with a script", "Patient", `{"resourceType":"Patient","text":{"status":"generated","div":"<div xmlns=\"http://www.w3.org/1999/xhtml\"><script>alert(1)</script></div>"}}`, "txt-1", "Patient.text.div"},
 	{"a phone number without a system", "Patient", `{"resourceType":"Patient","telecom":[{"value":"555"}]}`, "cpt-2", "Patient.telecom[0]"},
 
+	{"an Observation whose value repeats a component's code", "Observation", `{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"8480-6"}]},"valueQuantity":{"value":1},"component":[{"code":{"coding":[{"system":"http://loinc.org","code":"8480-6"}]},"valueQuantity":{"value":1}}]}`, "obs-7", "Observation"},
+	{"an abated Condition that is active", "Condition", `{"resourceType":"Condition","subject":{"reference":"Patient/p"},"clinicalStatus":{"coding":[{"system":"http://terminology.hl7.org/CodeSystem/condition-clinical","code":"active"}]},"abatementDateTime":"2020-01-01"}`, "con-4", "Condition"},
+	{"a Range whose low is above its high", "Observation", `{"resourceType":"Observation","status":"final","code":{"text":"x"},"valueRange":{"low":{"value":5,"unit":"mg","system":"http://unitsofmeasure.org","code":"mg"},"high":{"value":2,"unit":"mg","system":"http://unitsofmeasure.org","code":"mg"}}}`, "rng-2", "Observation.value.ofType(Range)"},
+	{"a Range in grams and milligrams, in order", "Observation", `{"resourceType":"Observation","status":"final","code":{"text":"x"},"valueRange":{"low":{"value":500,"system":"http://unitsofmeasure.org","code":"mg"},"high":{"value":1,"system":"http://unitsofmeasure.org","code":"g"}}}`, "", ""},
+	{"a Ratio with a numerator only", "Observation", `{"resourceType":"Observation","status":"final","code":{"text":"x"},"valueRatio":{"numerator":{"value":1}}}`, "rat-1", "Observation.value.ofType(Ratio)"},
+	{"a dispense handed over before it was prepared", "MedicationDispense", `{"resourceType":"MedicationDispense","status":"completed","medicationCodeableConcept":{"text":"x"},"whenPrepared":"2024-03-02T10:00:00Z","whenHandedOver":"2024-03-01T10:00:00Z"}`, "mdd-1", "MedicationDispense"},
+	{"a Task modified before it was authored", "Task", `{"resourceType":"Task","status":"draft","intent":"order","authoredOn":"2024-03-02","lastModified":"2024-03-01"}`, "inv-1", "Task"},
+	{"a timing offset with a meal-relative when", "MedicationRequest", `{"resourceType":"MedicationRequest","status":"active","intent":"order","medicationCodeableConcept":{"text":"x"},"subject":{"reference":"Patient/p"},"dosageInstruction":[{"timing":{"repeat":{"offset":30,"when":["C"]}}}]}`, "tim-9", "MedicationRequest.dosageInstruction[0].timing.repeat"},
+	{"an appointment booked without a start", "Appointment", `{"resourceType":"Appointment","status":"booked","participant":[{"actor":{"display":"x"},"status":"accepted"}]}`, "app-3", "Appointment"},
+	{"a care plan activity with a reference and a detail", "CarePlan", `{"resourceType":"CarePlan","status":"active","intent":"plan","subject":{"reference":"Patient/p"},"activity":[{"reference":{"reference":"ServiceRequest/s"},"detail":{"status":"scheduled"}}]}`, "cpl-3", "CarePlan.activity[0]"},
+
 	// ele-1 is checked natively.
 	{"an element with only an id", "Patient", `{"resourceType":"Patient","maritalStatus":{"id":"m"}}`, "ele-1", "Patient.maritalStatus"},
 	{"a primitive with only an id", "Patient", `{"resourceType":"Patient","_birthDate":{"id":"b"}}`, "ele-1", "Patient.birthDate"},
