@@ -279,6 +279,8 @@ func (w *walker) elementInvariants(invs []*invariant, v any, at *loc, el *elemen
 	}
 }
 
+// queue records invs for node, to be evaluated in the current resource's
+// scope.
 func (w *walker) queue(invs []*invariant, node fhirpath.Node, at *loc) {
 	if len(invs) > 0 && w.scope != nil {
 		w.checks = append(w.checks, pendingCheck{invs: invs, node: node, at: at, scope: w.scope})
