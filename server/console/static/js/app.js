@@ -1,6 +1,6 @@
 // The console: a hash router over a handful of views. Routes:
 //   #/  #/signin  #/search/Type?query  #/r/Type/id[?tab=]  #/r/Type/id/_history/v
-//   #/new/Type  #/edit/Type/id  #/upload  #/export  #/chart/patientId
+//   #/new/Type  #/edit/Type/id  #/upload  #/export  #/chart/patientId  #/views
 import {h, clear, message, enc} from './dom.js';
 import * as api from './api.js';
 import {signinView} from './views/signin.js';
@@ -11,6 +11,7 @@ import {editView} from './views/edit.js';
 import {uploadView} from './views/upload.js';
 import {exportView, exportAvailable} from './views/export.js';
 import {chartView} from './views/chart.js';
+import {viewsView} from './views/views.js';
 
 // session is what the server said about the signed-in caller (overview).
 export const session = {overview: null, access: new Map(), loadedAt: 0};
@@ -47,7 +48,7 @@ function resumeSession() {
 
 const views = {
   '': homeView, signin: signinView, search: searchView, r: resourceView,
-  new: editView, edit: editView, upload: uploadView, export: exportView, chart: chartView,
+  new: editView, edit: editView, upload: uploadView, export: exportView, chart: chartView, views: viewsView,
 };
 
 // parseHash splits the location hash into path parts and query.
