@@ -12,6 +12,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.uber.org/zap"
 
+	"fhirstore/search"
 	"fhirstore/store/document"
 	"fhirstore/store/engine"
 )
@@ -287,6 +288,8 @@ type version struct {
 	hist historyDoc
 	doc  storedDoc
 	res  *Resource
+	// reg is the search registry doc.Idx was extracted with.
+	reg *search.Registry
 }
 
 // buildVersion plans the version after cur (nil for a new resource) written
@@ -321,6 +324,7 @@ func (s *Store) buildVersion(in *prepared, id string, cur *storedDoc, method str
 		if v.doc.Idx, v.doc.Sort, err = s.indexParsed(in.reg, in.typ, doc, in.numText, out); err != nil {
 			return nil, err
 		}
+		v.reg = in.reg
 	}
 	if err := s.checkLimits(v); err != nil {
 		return nil, err
@@ -362,6 +366,7 @@ func (s *Store) write(ctx context.Context, tenant string, in *prepared, id strin
 	if err := s.writeOne(ctx, tenant, v, cur != nil); err != nil {
 		return nil, err
 	}
+	s.recheckIndex(ctx, tenant, []*version{v})
 	return v.res, nil
 }
 

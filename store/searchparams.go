@@ -155,3 +155,31 @@ func (s *Store) indexRegistry(ctx context.Context, tenant string) *search.Regist
 	}
 	return tr.reg
 }
+
+// recheckIndex extracts again, with the tenant's registry as it is now,
+// the search values of the versions just written with another one. On a
+// database other processes write (not Options.Exclusive), a
+// SearchParameter written there after this write read the registry may
+// have started a re-indexing that passed these rows before they were
+// written; its process changes the generation before it starts, so this
+// read of it after the rows are written sees the change.
+func (s *Store) recheckIndex(ctx context.Context, tenant string, versions []*version) {
+	if s.opts.Exclusive || s.opts.Registry == nil {
+		return
+	}
+	tr, err := s.tenantRegistry(ctx, tenant)
+	if err != nil {
+		s.log.Warn("check the search registry after a write", zap.String("tenant", tenant), zap.Error(err))
+		return
+	}
+	for _, v := range versions {
+		if v.doc.Deleted || v.reg == nil || v.reg == tr.reg {
+			continue
+		}
+		d := v.doc
+		if err := s.reindexRow(ctx, s.tenantDB(tenant).Collection(v.hist.Type), tr.reg, v.hist.Type, &d); err != nil {
+			s.log.Warn("index a resource again with the tenant's new search parameters", zap.String("tenant", tenant),
+				zap.String("type", v.hist.Type), zap.String("id", v.doc.ID), zap.Error(err))
+		}
+	}
+}

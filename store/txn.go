@@ -407,14 +407,15 @@ func (t *txn) commit(ctx context.Context) error {
 		return err
 	}
 	defer recorded()
-	switch len(versions) {
-	case 1:
+	if len(versions) == 1 {
 		if err := t.s.writeOne(ctx, t.tenant, versions[0], exists[0]); err != nil {
 			return &OpError{Index: owner[0], Err: err}
 		}
-		return nil
+	} else if err := t.s.commitJournal(ctx, t.tenant, versions, exists, owner); err != nil {
+		return err
 	}
-	return t.s.commitJournal(ctx, t.tenant, versions, exists, owner)
+	t.s.recheckIndex(ctx, t.tenant, versions)
+	return nil
 }
 
 // peekID is the id element of a JSON resource, "" if absent or unreadable.
