@@ -67,6 +67,7 @@ type Error struct {
 	File, Reason string
 }
 
+// Error names the file and the reason.
 func (e *Error) Error() string {
 	if e.File == "" {
 		return "package: " + e.Reason
