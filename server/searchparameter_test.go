@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"fhirstore/server"
 	"fhirstore/server/auth"
@@ -225,11 +226,12 @@ func TestSearchesSayWhenAParameterIsBeingReindexed(t *testing.T) {
 }
 
 func TestReindexingResumesAfterARestart(t *testing.T) {
-	const patients = 520 // more than a batch of the job
+	const patients = 26 // more than a batch of the job
 	var batches atomic.Int32
 	first := newEnv(t, func(_ *server.Config, o *store.Options) {
+		o.ReindexBatch = 20
 		o.Fault = func(point string) error {
-			if point == store.FaultReindexBatch && batches.Add(1) == 2 {
+			if point == store.FaultReindexBatch && batches.Add(1) >= 2 {
 				return errors.New("the process stops")
 			}
 			return nil
@@ -245,14 +247,15 @@ func TestReindexingResumesAfterARestart(t *testing.T) {
 	for batches.Load() < 2 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
-	if b := spSearch(t, first, "/Patient?birthplace-city=Boston&_summary=count"); !strings.Contains(b.incomplete(), "500 of 520") {
+	if b := spSearch(t, first, "/Patient?birthplace-city=Boston&_summary=count"); !strings.Contains(b.incomplete(), "20 of 26") {
 		t.Fatalf("the stopped job: %q", b.incomplete())
 	}
 	if err := first.store.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 
-	second := restartEnv(t, first, true)
+	core, logs := observer.New(zap.InfoLevel)
+	second := restartEnv(t, first, true, func(o *store.Options) { o.ReindexBatch, o.Logger = 20, zap.New(core) })
 	if n, err := second.store.ResumeSearchIndex(context.Background()); err != nil || n == 0 {
 		t.Fatalf("resume: %d tenants, %v", n, err)
 	}
@@ -260,14 +263,24 @@ func TestReindexingResumesAfterARestart(t *testing.T) {
 	if b.Total == nil || *b.Total != patients {
 		t.Errorf("after the restart: total %v, want %d", b.Total, patients)
 	}
+	resumed := false
+	for _, entry := range logs.FilterMessageSnippet("re-indexing the resources written before them").All() {
+		resumed = resumed || entry.ContextMap()["done"] == int64(20)
+	}
+	if !resumed {
+		t.Errorf("the job did not resume after the 20 resources done: %v", logs.All())
+	}
 }
 
 // restartEnv serves e's tenant from a new store on the same database, as
 // a restarted (exclusive) or another (shared) server would.
-func restartEnv(t testing.TB, e *env, exclusive bool) *env {
+func restartEnv(t testing.TB, e *env, exclusive bool, mutate ...func(*store.Options)) *env {
 	t.Helper()
 	opts := db.Options()
 	opts.Exclusive = exclusive
+	for _, m := range mutate {
+		m(&opts)
+	}
 	st := db.Open(t, opts)
 	h := server.New(e.cfg, st, auth.HS256{Key: testKey, Issuer: auth.DevIssuer, Leeway: time.Minute}, zap.NewNop())
 	srv := httptest.NewServer(h)

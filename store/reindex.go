@@ -27,8 +27,17 @@ const settingsCollection = "settings"
 // indexVersionID is the settings document recording IndexVersion.
 const indexVersionID = "searchIndex"
 
+// defaultReindexBatch is how many rows one step of a reindex reads
+// (Options.ReindexBatch).
+const defaultReindexBatch = 500
+
 // reindexBatch is how many rows one step of a reindex reads.
-const reindexBatch = 500
+func (s *Store) reindexBatch() int {
+	if s.opts.ReindexBatch > 0 {
+		return s.opts.ReindexBatch
+	}
+	return defaultReindexBatch
+}
 
 // tenantIndexVersion reads the index version a tenant's rows have; a
 // tenant that never recorded one has version 1.
@@ -105,7 +114,7 @@ func (s *Store) reindexType(ctx context.Context, tenant, typ string, reg *search
 	coll := s.tenantDB(tenant).Collection(typ)
 	n, last := 0, ""
 	for {
-		done, next, err := s.reindexBatch(ctx, coll, reg, typ, last)
+		done, next, err := s.reindexRows(ctx, coll, reg, typ, last)
 		n += done
 		if err != nil {
 			return n, err
@@ -113,23 +122,23 @@ func (s *Store) reindexType(ctx context.Context, tenant, typ string, reg *search
 		if done > 0 {
 			s.changed(tenant, typ)
 		}
-		if done < reindexBatch {
+		if done < s.reindexBatch() {
 			return n, nil
 		}
 		last = next
 	}
 }
 
-// reindexBatch rewrites the idx and sort of the next batch of a type's
+// reindexRows rewrites the idx and sort of the next batch of a type's
 // current rows after the _id after ("" from the first), and reports how
 // many it rewrote and the last _id. A row written meanwhile (another vid)
 // is left alone: its writer indexed it already.
-func (s *Store) reindexBatch(ctx context.Context, coll engine.Collection, reg *search.Registry, typ, after string) (int, string, error) {
+func (s *Store) reindexRows(ctx context.Context, coll engine.Collection, reg *search.Registry, typ, after string) (int, string, error) {
 	filter := bson.D{{Key: "deleted", Value: false}}
 	if after != "" {
 		filter = append(filter, bson.E{Key: "_id", Value: bson.D{{Key: "$gt", Value: after}}})
 	}
-	cur, err := coll.Find(ctx, filter, &engine.FindOptions{Sort: bson.D{{Key: "_id", Value: 1}}, Limit: reindexBatch})
+	cur, err := coll.Find(ctx, filter, &engine.FindOptions{Sort: bson.D{{Key: "_id", Value: 1}}, Limit: int64(s.reindexBatch())})
 	if err != nil {
 		return 0, after, dbError("reindex "+typ, err)
 	}

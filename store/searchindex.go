@@ -263,7 +263,7 @@ func (s *Store) indexJobBatches(ctx context.Context, tenant string, coll engine.
 		if err := s.fault(FaultReindexBatch); err != nil {
 			return err
 		}
-		n, last, err := s.reindexBatch(ctx, coll, tr.reg, st.Type, job.After)
+		n, last, err := s.reindexRows(ctx, coll, tr.reg, st.Type, job.After)
 		if err != nil {
 			return err
 		}

@@ -126,6 +126,9 @@ type Options struct {
 	// Limits, when set, replace the engine's own limits (Engine.Limits):
 	// a stricter deployment target, or tests.
 	Limits *engine.Limits
+	// ReindexBatch is how many rows one step of a re-indexing rewrites
+	// (default 500); tests make it small.
+	ReindexBatch int
 	// Fault, when set, is called at each Fault* point of a transaction
 	// commit; an error stops the commit there as a crash would (tests).
 	Fault func(point string) error
