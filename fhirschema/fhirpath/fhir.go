@@ -401,7 +401,10 @@ func init() {
 	}
 }
 
-// htmlProblem returns what makes a narrative div unsafe, or "".
+// htmlProblem returns what makes a narrative div unsafe, or "". Whether
+// it has content is not its question: R4 writes both txt-1 and txt-2 as
+// htmlChecks(), and the HL7 validator's htmlChecks() checks elements and
+// attributes only.
 func htmlProblem(s string) string {
 	d := xml.NewDecoder(strings.NewReader(s))
 	d.Strict = false

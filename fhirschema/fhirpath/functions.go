@@ -328,6 +328,10 @@ func (c *evalCtx) allChildren(in []Node, pos int) ([]Node, error) {
 	for _, n := range in {
 		m, ok := n.Value.(map[string]any)
 		if !ok {
+			if n.ext != nil { // a primitive's id and extensions
+				out = appendJSON(out, n.ext["id"], "string", nil)
+				out = appendJSON(out, n.ext["extension"], "Extension", nil)
+			}
 			continue
 		}
 		if ti := lookupType(n.Type); ti != nil && hasElements(n.Type) && len(ti.names) > 0 {
