@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -54,6 +55,23 @@ type decoder struct {
 	i    int
 	buf  []byte
 	keep func(string) bool
+}
+
+// keyNames are the element names of FHIR resources: a key that is one is
+// not allocated again for every object that has it.
+var keyNames = map[string]string{}
+
+func init() {
+	for _, k := range strings.Fields(`resourceType id meta versionId lastUpdated profile source tag security text status div
+		extension modifierExtension url value system code display coding reference type use identifier name family given
+		prefix suffix period start end subject patient encounter effectiveDateTime issued valueQuantity valueString
+		valueCodeableConcept valueBoolean valueDateTime valueInteger unit category component performer note
+		telecom address line city state postalCode country gender birthDate text status intent authoredOn
+		onsetDateTime recordedDate clinicalStatus verificationStatus class participant individual serviceProvider
+		location reasonCode reasonReference item sequence provider insurance total amount currency diagnosis
+		billablePeriod created contained entry resource request method fullUrl`) {
+		keyNames[k] = k
+	}
 }
 
 func (d *decoder) errorf(format string, args ...any) error {
@@ -120,7 +138,7 @@ func (d *decoder) object(depth int) (map[string]any, error) {
 		if d.i >= len(d.data) || d.data[d.i] != '"' {
 			return nil, d.errorf("expected a key")
 		}
-		k, err := d.str()
+		k, err := d.key()
 		if err != nil {
 			return nil, err
 		}
@@ -206,6 +224,21 @@ func (d *decoder) number() (json.Number, error) {
 func isRangeError(err error) bool {
 	var ne *strconv.NumError
 	return errors.As(err, &ne) && errors.Is(ne.Err, strconv.ErrRange)
+}
+
+// key reads an object's key: a known element name without allocating.
+func (d *decoder) key() (string, error) {
+	end := d.i + 1
+	for end < len(d.data) && d.data[end] != '"' && d.data[end] != '\\' {
+		end++
+	}
+	if end < len(d.data) && d.data[end] == '"' {
+		if k, ok := keyNames[string(d.data[d.i+1:end])]; ok {
+			d.i = end + 1
+			return k, nil
+		}
+	}
+	return d.str()
 }
 
 // str reads a string; one without escapes is copied once.
