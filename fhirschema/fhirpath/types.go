@@ -1,6 +1,9 @@
 package fhirpath
 
-import "strings"
+import (
+	"encoding/json"
+	"strings"
+)
 
 // systemTypeNames are the names of the System types.
 var systemTypeNames = map[string]bool{
@@ -48,6 +51,13 @@ func typeMatches(n Node, spec string, exact bool) bool {
 	}
 	if ns == "System" {
 		return false
+	}
+	if exact && ns == "" && systemTypeNames[name] && isPrimitiveType(t) && lookupType(name) == nil {
+		// For as and ofType, an unqualified System name (DateTime) stands
+		// for the FHIR primitives of that System type, as R4's own search
+		// parameters write it (value.as(DateTime)); is stays strict, as
+		// the official suite has it (Patient.active.is(Boolean) is false).
+		return systemOf(t) == name
 	}
 	if exact && isPrimitiveType(t) {
 		return t == name
@@ -149,4 +159,31 @@ func ofType(in []Node, spec string) []Node {
 		}
 	}
 	return out
+}
+
+// systemOf names the System type a FHIR primitive's values take.
+func systemOf(t string) string {
+	switch kindOf(Node{Value: sample[t], Type: t}) {
+	case kBool:
+		return "Boolean"
+	case kInt:
+		return "Integer"
+	case kDec:
+		return "Decimal"
+	case kDate:
+		return "Date"
+	case kDateTime:
+		return "DateTime"
+	case kTime:
+		return "Time"
+	}
+	return "String"
+}
+
+// sample holds a value of each FHIR primitive type whose System type is
+// not String, for systemOf.
+var sample = map[string]any{
+	"boolean": true, "integer": json.Number("0"), "positiveInt": json.Number("1"),
+	"unsignedInt": json.Number("0"), "decimal": json.Number("0.0"), "date": "2000",
+	"dateTime": "2000", "instant": "2000", "time": "00:00",
 }
