@@ -202,23 +202,38 @@ func (d *DB) Table(ctx context.Context, name string, cols []view.Column) (view.S
 	if err != nil {
 		return nil, fmt.Errorf("sql over views: fill %s: %w", name, err)
 	}
-	stmt, err := tx.PrepareContext(ctx, "INSERT INTO "+quoteIdent(name)+" VALUES ("+strings.Join(marks, ", ")+")")
+	per := max(1, min(insertRows, maxVariables/max(len(cols), 1)))
+	tuple := "(" + strings.Join(marks, ", ") + ")"
+	stmt, err := tx.PrepareContext(ctx, "INSERT INTO "+quoteIdent(name)+" VALUES "+strings.Repeat(tuple+", ", per-1)+tuple)
 	if err != nil {
 		_ = tx.Rollback()
 		return nil, fmt.Errorf("sql over views: fill %s: %w", name, err)
 	}
-	w := &tableWriter{ctx: ctx, name: name, tx: tx, stmt: stmt, args: make([]any, len(cols)), maxBytes: d.limits.MaxBytes}
+	w := &tableWriter{ctx: ctx, name: name, tx: tx, stmt: stmt, per: per, width: len(cols), maxBytes: d.limits.MaxBytes,
+		insert: "INSERT INTO " + quoteIdent(name) + " VALUES " + tuple}
 	d.writers = append(d.writers, w)
 	return w, nil
 }
 
+// insertRows is how many rows one INSERT statement writes, at most
+// maxVariables values in all (SQLite's limit on a statement's parameters).
+const (
+	insertRows   = 64
+	maxVariables = 32000
+)
+
 // tableWriter inserts a view's rows into its table, in one transaction.
 type tableWriter struct {
-	ctx      context.Context
-	name     string
-	tx       *sql.Tx
+	ctx  context.Context
+	name string
+	tx   *sql.Tx
+	// stmt inserts per rows at once from args; insert is the statement of
+	// one row, for the rows left at Close.
 	stmt     *sql.Stmt
+	per      int
+	width    int
 	args     []any
+	insert   string
 	maxBytes int64
 }
 
@@ -228,25 +243,35 @@ func (w *tableWriter) WriteRow(row []any) error {
 	if w.tx == nil {
 		return fmt.Errorf("sql over views: fill %s: the table is closed", w.name)
 	}
-	for i, v := range row {
+	for _, v := range row {
 		a, err := sqlValue(v)
 		if err != nil {
 			w.abort()
 			return err
 		}
-		w.args[i] = a
+		w.args = append(w.args, a)
 	}
-	if _, err := w.stmt.ExecContext(w.ctx, w.args...); err != nil {
-		w.abort()
-		if isFull(err) {
-			return fmt.Errorf("%w: the views' tables grow past %d bytes", ErrLimit, w.maxBytes)
-		}
-		if w.ctx.Err() != nil {
-			return fmt.Errorf("%w: filling the views' tables ran longer than allowed", ErrLimit)
-		}
-		return fmt.Errorf("sql over views: fill %s: %w", w.name, err)
+	if len(w.args) < w.per*w.width {
+		return nil
 	}
-	return nil
+	_, err := w.stmt.ExecContext(w.ctx, w.args...)
+	w.args = w.args[:0]
+	return w.failed(err)
+}
+
+// failed ends the writer on an insert's error, saying which limit it hit.
+func (w *tableWriter) failed(err error) error {
+	if err == nil {
+		return nil
+	}
+	w.abort()
+	if isFull(err) {
+		return fmt.Errorf("%w: the views' tables grow past %d bytes", ErrLimit, w.maxBytes)
+	}
+	if w.ctx.Err() != nil {
+		return fmt.Errorf("%w: filling the views' tables ran longer than allowed", ErrLimit)
+	}
+	return fmt.Errorf("sql over views: fill %s: %w", w.name, err)
 }
 
 func (w *tableWriter) abort() {
@@ -255,9 +280,17 @@ func (w *tableWriter) abort() {
 	w.tx = nil
 }
 
+// Close inserts the rows still held and commits the table.
 func (w *tableWriter) Close() error {
 	if w.tx == nil {
 		return nil
+	}
+	for len(w.args) > 0 {
+		_, err := w.tx.ExecContext(w.ctx, w.insert, w.args[:w.width]...)
+		w.args = w.args[w.width:]
+		if err := w.failed(err); err != nil {
+			return err
+		}
 	}
 	_ = w.stmt.Close()
 	err := w.tx.Commit()
