@@ -157,6 +157,16 @@ func (s *Store) searchIndexLoop(ctx context.Context, tenant string) {
 	}
 }
 
+// holdSearchIndex takes or renews this process's lease of tenant's
+// re-indexing work. A process that is the database's only writer
+// (Options.Exclusive) needs none: a lease it finds is a previous run's.
+func (s *Store) holdSearchIndex(ctx context.Context, tenant string) (bool, error) {
+	if s.opts.Exclusive {
+		return true, nil
+	}
+	return s.Lease(ctx, tenant, searchIndexLease, s.searchIndex.owner, searchIndexLeaseTTL)
+}
+
 // errRegistryMoved stops a job whose target the tenant's
 // SearchParameters changed meanwhile: it is planned again.
 var errRegistryMoved = errors.New("the search parameters changed")
@@ -164,14 +174,15 @@ var errRegistryMoved = errors.New("the search parameters changed")
 // reindexTenantParams does the re-indexing work of tenant, if this
 // process can take its lease, until none is left.
 func (s *Store) reindexTenantParams(ctx context.Context, tenant string) error {
-	owner := s.searchIndex.owner
-	ok, err := s.Lease(ctx, tenant, searchIndexLease, owner, searchIndexLeaseTTL)
+	ok, err := s.holdSearchIndex(ctx, tenant)
 	if err != nil || !ok {
 		return err // another process is at it
 	}
-	defer func() {
-		_ = s.ReleaseLease(context.WithoutCancel(ctx), tenant, searchIndexLease, owner)
-	}()
+	if !s.opts.Exclusive {
+		defer func() {
+			_ = s.ReleaseLease(context.WithoutCancel(ctx), tenant, searchIndexLease, s.searchIndex.owner)
+		}()
+	}
 	for {
 		tr, err := s.tenantRegistry(ctx, tenant)
 		if err != nil {
@@ -275,7 +286,7 @@ func (s *Store) indexJobBatches(ctx context.Context, tenant string, coll engine.
 		if err := s.saveIndexState(ctx, tenant, st); err != nil {
 			return err
 		}
-		if held, err := s.Lease(ctx, tenant, searchIndexLease, s.searchIndex.owner, searchIndexLeaseTTL); err != nil || !held {
+		if held, err := s.holdSearchIndex(ctx, tenant); err != nil || !held {
 			return fmt.Errorf("re-index %s of tenant %s: the lease was lost: %w", st.Type, tenant, err)
 		}
 		if time.Since(logged) >= searchIndexLogEvery {
