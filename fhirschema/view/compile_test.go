@@ -25,6 +25,7 @@ func TestBadViewsAreRefusedAtTheElement(t *testing.T) {
 		{"a column name used twice", `{"resource":"Patient","select":[{"column":[{"name":"id","path":"id"}]},{"forEach":"name","column":[{"name":"id","path":"family"}]}]}`, "ViewDefinition.select[1].column[0].name", "already used", false},
 		{"a column name SQL cannot use", `{"resource":"Patient","select":[{"column":[{"name":"first name","path":"id"}]}]}`, "ViewDefinition.select[0].column[0].name", "letters, digits and _", false},
 		{"a repeat on itself", `{"resource":"QuestionnaireResponse","select":[{"repeat":["$this"],"column":[{"name":"l","path":"linkId"}]}]}`, "ViewDefinition.select[0].repeat[0]", "never end", false},
+		{"a repeat back to the resource", `{"resource":"QuestionnaireResponse","select":[{"repeat":["item","%resource"],"column":[{"name":"l","path":"linkId"}]}]}`, "ViewDefinition.select[0].repeat[1]", "never end", false},
 		{"a forEach that is not a string", `{"resource":"Patient","select":[{"forEach":1,"column":[{"name":"l","path":"id"}]}]}`, "ViewDefinition.select[0].forEach", "must be a string", false},
 		{"forEach and forEachOrNull together", `{"resource":"Patient","select":[{"forEach":"name","forEachOrNull":"name","column":[{"name":"l","path":"family"}]}]}`, "ViewDefinition.select[0]", "only one of", false},
 		{"a where that is not boolean", `{"resource":"Patient","where":[{"path":"name.family"}],"select":[{"column":[{"name":"id","path":"id"}]}]}`, "ViewDefinition.where[0].path", "not a boolean", false},

@@ -100,8 +100,8 @@ func (c *compiler) iteration(s *selectNode, obj map[string]any, at, focusType st
 		if p == nil {
 			continue
 		}
-		if strings.TrimSpace(p.src) == "$this" {
-			c.errorf("value", p.at, "repeat path $this would never end")
+		if src := strings.TrimSpace(p.src); src == "$this" || strings.HasPrefix(src, "%resource") || strings.HasPrefix(src, "%rootResource") || strings.HasPrefix(src, "%context") {
+			c.errorf("value", p.at, "repeat path %s would never end: it leads back to where it started", src)
 			continue
 		}
 		s.repeat = append(s.repeat, p)
