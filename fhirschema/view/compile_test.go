@@ -3,6 +3,7 @@ package view_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -123,6 +124,32 @@ func TestReferenceKeysAgreeEitherWay(t *testing.T) {
 			if a != b {
 				t.Errorf("getReferenceKey(%s) of %q: %v in Go, %v through FHIRPath", typ, ref, a, b)
 			}
+		}
+	}
+}
+
+// TestHugeViewsAreRefused: too many columns or selects nested too deep
+// are refused before anything runs.
+func TestHugeViewsAreRefused(t *testing.T) {
+	var cols []string
+	for i := range 1001 {
+		cols = append(cols, fmt.Sprintf(`{"name":"c%d","path":"id"}`, i))
+	}
+	wide := `{"resource":"Patient","select":[{"column":[` + strings.Join(cols, ",") + `]}]}`
+	deep := `{"column":[{"name":"id","path":"id"}]}`
+	for range 40 {
+		deep = `{"select":[` + deep + `]}`
+	}
+	deep = `{"resource":"Patient","select":[` + deep + `]}`
+	for name, tc := range map[string]struct{ view, says string }{
+		"1,001 columns":            {wide, "1001 columns"},
+		"selects nested 40 deep":   {deep, "deeper than 32"},
+		"a path of 200,000 tokens": {`{"resource":"Patient","select":[{"column":[{"name":"x","path":"` + strings.Repeat("id.", 200000) + `id"}]}]}`, "does not compile"},
+	} {
+		_, err := view.Compile([]byte(tc.view), view.Options{})
+		var ie *view.InvalidError
+		if !errors.As(err, &ie) || !strings.Contains(ie.Error(), tc.says) {
+			t.Errorf("%s: got %v, want an InvalidError saying %q", name, err, tc.says)
 		}
 	}
 }
