@@ -84,6 +84,20 @@ func (s *Store) tenantRegistry(ctx context.Context, tenant string) (*tenantRegis
 	return tr, nil
 }
 
+// heldRegistry is tenantRegistry, or, when held is set and other
+// processes may write the database, the registry this process read last
+// (whatever the generation now) if it has one.
+func (s *Store) heldRegistry(ctx context.Context, tenant string, held bool) (*tenantRegistry, error) {
+	if held && !s.opts.Exclusive {
+		if slot, ok := s.registries.Load(tenant); ok {
+			if tr := slot.(*registrySlot).cur.Load(); tr != nil && tr.local == s.matches.generation(tenant, searchParameterType) {
+				return tr, nil
+			}
+		}
+	}
+	return s.tenantRegistry(ctx, tenant)
+}
+
 // searchDefinitions reads the tenant's current SearchParameters, oldest
 // write first (the earlier of two that claim one code keeps it).
 func (s *Store) searchDefinitions(ctx context.Context, tenant string) ([]*search.Definition, error) {
@@ -116,9 +130,13 @@ func (s *Store) searchDefinitions(ctx context.Context, tenant string) ([]*search
 
 // prepareSearch sets the registry in's search values are extracted with,
 // and checks a SearchParameter: one that cannot be searched is refused
-// (400, located at the element at fault) and stores nothing.
+// (400, located at the element at fault) and stores nothing. On a
+// database other processes write, a resource other than a
+// SearchParameter is indexed with the registry this process holds,
+// without reading the generation: recheckIndex reads it once the rows
+// are written, and indexes them again if it moved.
 func (s *Store) prepareSearch(ctx context.Context, tenant string, in *prepared, body []byte) error {
-	tr, err := s.tenantRegistry(ctx, tenant)
+	tr, err := s.heldRegistry(ctx, tenant, in.typ != searchParameterType)
 	if err != nil || tr == nil {
 		return err
 	}
@@ -158,11 +176,11 @@ func (s *Store) indexRegistry(ctx context.Context, tenant string) *search.Regist
 
 // recheckIndex extracts again, with the tenant's registry as it is now,
 // the search values of the versions just written with another one. On a
-// database other processes write (not Options.Exclusive), a
-// SearchParameter written there after this write read the registry may
-// have started a re-indexing that passed these rows before they were
-// written; its process changes the generation before it starts, so this
-// read of it after the rows are written sees the change.
+// database other processes write (not Options.Exclusive), the registry
+// a write was indexed with may be older than a SearchParameter written
+// there, whose re-indexing may even have passed these rows before they
+// were written; its process changes the generation before that starts,
+// so this read of it after the rows are written sees the change.
 func (s *Store) recheckIndex(ctx context.Context, tenant string, versions []*version) {
 	if s.opts.Exclusive || s.opts.Registry == nil {
 		return
