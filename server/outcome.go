@@ -52,6 +52,7 @@ var errorTable = []struct {
 	{store.ErrUnavailable, http.StatusServiceUnavailable, "transient"},
 	{store.ErrRecovering, http.StatusServiceUnavailable, "transient"},
 	{store.ErrQuarantined, http.StatusInternalServerError, "exception"},
+	{store.ErrCorrupt, http.StatusInternalServerError, "exception"},
 	{auth.ErrInvalidToken, http.StatusUnauthorized, "login"},
 	{context.DeadlineExceeded, http.StatusServiceUnavailable, "timeout"},
 }
@@ -83,9 +84,13 @@ func toHTTPError(err error) *httpError {
 	return fail(http.StatusInternalServerError, "exception", "internal server error", "")
 }
 
-// held tells the errors of resources held by an unapplied transaction,
-// whose messages the store writes for clients.
+// held tells the errors of resources held by an unapplied transaction or
+// damaged in storage, whose messages the store writes for clients.
 func held(err error) bool {
+	var ce *store.CorruptError
+	if errors.As(err, &ce) {
+		return true
+	}
 	return errors.Is(err, store.ErrRecovering) || errors.Is(err, store.ErrQuarantined)
 }
 

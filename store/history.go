@@ -87,7 +87,7 @@ func (s *Store) History(ctx context.Context, tenant string, q HistoryQuery) (*Hi
 	}
 	rows, err := s.historyRows(ctx, tenant, coll, q, filter, dir)
 	if err != nil {
-		return nil, err
+		return nil, s.damaged(ctx, tenant, err)
 	}
 	page, err := newHistoryPage(q, rows, total)
 	if err == nil && first && (page.HasNext || page.HasPrevious) {

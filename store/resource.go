@@ -252,7 +252,7 @@ func (s *Store) VRead(ctx context.Context, tenant, typ, id string, vid string) (
 		return nil, fmt.Errorf("vread %s/%s/_history/%d: %w", typ, id, n, ErrNotFound)
 	}
 	if err != nil {
-		return nil, dbError(fmt.Sprintf("vread %s/%s/_history/%d", typ, id, n), err)
+		return nil, dbError(fmt.Sprintf("vread %s/%s/_history/%d", typ, id, n), s.damaged(ctx, tenant, err))
 	}
 	if pending, err := s.pendingTxns(ctx, tenant, []*historyDoc{&h}); err != nil {
 		return nil, err
@@ -277,7 +277,7 @@ func (s *Store) current(ctx context.Context, tenant, typ, id string) (*storedDoc
 		return nil, ErrNotFound
 	}
 	if err != nil {
-		return nil, dbError("find current version", err)
+		return nil, dbError("find current version", s.damaged(ctx, tenant, err))
 	}
 	return &d, nil
 }

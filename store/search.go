@@ -59,7 +59,7 @@ func (s *Store) Search(ctx context.Context, tenant string, q *search.Query) (*Se
 	defer total.stop()
 	rows, err := s.sortedRows(ctx, coll, q, base, keys, cur)
 	if err != nil {
-		return nil, err
+		return nil, s.damaged(ctx, tenant, err)
 	}
 	switch {
 	case q.Total == "none":
@@ -77,7 +77,7 @@ func (s *Store) Search(ctx context.Context, tenant string, q *search.Query) (*Se
 		return nil, err
 	}
 	if page.Included, err = s.includes(ctx, tenant, q, page.Entries); err != nil {
-		return nil, err
+		return nil, s.damaged(ctx, tenant, err)
 	}
 	if err := s.checkHeldResources(tenant, page.Included); err != nil {
 		return nil, err

@@ -114,7 +114,7 @@ func openEmbedded(ctx context.Context, dataDir string, share bool, opts store.Op
 		}
 		d.release, d.owned = lock.unlock, true
 	}
-	eng, err := sqlite.Open(ctx, dir, sqlite.Options{Logger: logger, WordPaths: search.WordListFields()})
+	eng, err := sqlite.Open(ctx, dir, sqlite.Options{Logger: logger, WordPaths: search.WordListFields(), SharedField: store.SharedField})
 	if err != nil {
 		d.release()
 		return nil, fmt.Errorf("embedded database: %w", err)

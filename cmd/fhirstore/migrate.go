@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"fhirstore/search"
+	"fhirstore/store"
 	"fhirstore/store/engine"
 	"fhirstore/store/engine/sqlite"
 	"fhirstore/store/ferretdb"
@@ -89,7 +90,7 @@ func copyLegacy(ctx context.Context, dataDir string, logger *zap.Logger) (int64,
 	if err := os.RemoveAll(tmp); err != nil {
 		return 0, fmt.Errorf("clear %s: %w", tmp, err)
 	}
-	eng, err := sqlite.Open(ctx, tmp, sqlite.Options{Logger: logger, WordPaths: search.WordListFields()})
+	eng, err := sqlite.Open(ctx, tmp, sqlite.Options{Logger: logger, WordPaths: search.WordListFields(), SharedField: store.SharedField})
 	if err != nil {
 		return 0, err
 	}

@@ -65,7 +65,24 @@ var (
 	ErrUnavailable = errors.New("database unavailable")
 	// ErrUnsupported: a filter, sort or projection outside the grammar above.
 	ErrUnsupported = errors.New("unsupported by the engine")
+	// ErrCorrupt: a stored document cannot be read back as it was written
+	// (a damaged or torn file); the error names the document.
+	ErrCorrupt = errors.New("stored document is corrupt")
 )
+
+// CorruptError is a stored document that cannot be read back as it was
+// written; it is ErrCorrupt.
+type CorruptError struct {
+	Database, Collection, ID string
+	Err                      error
+}
+
+func (e *CorruptError) Error() string {
+	return fmt.Sprintf("document %q of %s.%s: %v", e.ID, e.Database, e.Collection, e.Err)
+}
+
+// Unwrap returns the cause (which wraps ErrCorrupt).
+func (e *CorruptError) Unwrap() error { return e.Err }
 
 // Engine is an open database server: named databases of named collections.
 type Engine interface {

@@ -100,7 +100,7 @@ func StartAt(ctx context.Context, dir, run string) (*DB, error) {
 			_ = srv.Stop(sctx)
 		}
 	case kind == "" || kind == "sqlite":
-		eng, err := sqlite.Open(ctx, dir, sqlite.Options{WordPaths: search.WordListFields()})
+		eng, err := sqlite.Open(ctx, dir, sqlite.Options{WordPaths: search.WordListFields(), SharedField: store.SharedField})
 		if err != nil {
 			return nil, err
 		}

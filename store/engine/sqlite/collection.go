@@ -56,7 +56,7 @@ func (c *collection) write(ctx context.Context, create bool, fn func(ctx context
 // InsertOne adds doc; an existing _id is engine.ErrDuplicateKey.
 func (c *collection) InsertOne(ctx context.Context, doc any) error {
 	return c.e.observe(ctx, c.db, "insert", func() error {
-		p, err := prepare(doc, c.e.words)
+		p, err := prepare(doc, c.e)
 		if err == nil && p.id == "" {
 			err = fmt.Errorf("document without a string _id: %w", engine.ErrUnsupported)
 		}
@@ -79,7 +79,7 @@ func duplicate(id string, err error, dup bool) error {
 // _id exists are reported in a *engine.BulkError, the others inserted.
 func (c *collection) InsertMany(ctx context.Context, docs []any) error {
 	return c.e.observe(ctx, c.db, "insert", func() error {
-		ps, err := prepareAll(docs, c.e.words)
+		ps, err := prepareAll(docs, c.e)
 		if err != nil {
 			return fmt.Errorf("%s: %w", c.op("insert into"), err)
 		}
@@ -123,7 +123,7 @@ func (c *collection) ReplaceOne(ctx context.Context, filter bson.D, doc any, ups
 		if err != nil {
 			return fmt.Errorf("%s: %w", c.op("replace in"), err)
 		}
-		p, err := prepare(doc, c.e.words)
+		p, err := prepare(doc, c.e)
 		if err != nil {
 			return fmt.Errorf("%s: %w", c.op("replace in"), err)
 		}
@@ -147,13 +147,22 @@ func (c *collection) ReplaceOne(ctx context.Context, filter bson.D, doc any, ups
 // replace writes p over the document old.
 func (c *collection) replace(ctx context.Context, w *conn, old *stored, p *prepared) error {
 	if p.id == "" {
-		p.withID(old.id)
+		if err := p.withID(old.id, c.e); err != nil {
+			return err
+		}
 	}
 	if p.id != old.id {
 		return fmt.Errorf("the replacement's _id %q is not the document's %q: %w", p.id, old.id, engine.ErrUnsupported)
 	}
-	if _, err := w.exec(ctx, "UPDATE "+c.n.d+" SET doc = ? WHERE rid = ?", []byte(p.raw), old.rid); err != nil {
+	b, err := holdShared(ctx, w, p.enc)
+	if err != nil {
+		return err
+	}
+	if _, err := w.exec(ctx, "UPDATE "+c.n.d+" SET doc = ?, b = ? WHERE rid = ?", p.enc.doc, b, old.rid); err != nil {
 		return fmt.Errorf("update document: %w", err)
+	}
+	if err := releaseBlob(ctx, w, old.blob); err != nil {
+		return err
 	}
 	oldEntries, err := docEntries(old.doc)
 	if err != nil {
@@ -196,7 +205,9 @@ func (c *collection) upsert(ctx context.Context, w *conn, x expr, p *prepared, u
 	if p.id == "" {
 		for _, cj := range conjuncts(x) {
 			if ie, ok := cj.(*idExpr); ok && ie.op == opEq {
-				p.withID(ie.vals[0].(string))
+				if err := p.withID(ie.vals[0].(string), c.e); err != nil {
+					return err
+				}
 			}
 		}
 		if p.id == "" {
@@ -261,6 +272,9 @@ func (c *collection) delete(ctx context.Context, filter bson.D, limit int64) (in
 				if _, err := w.exec(ctx, "DELETE FROM "+c.n.d+" WHERE rid = ?", o.rid); err != nil {
 					return fmt.Errorf("delete document: %w", err)
 				}
+				if err := releaseBlob(ctx, w, o.blob); err != nil {
+					return err
+				}
 				d.add(entries, -1)
 			}
 			n = int64(len(old))
@@ -271,17 +285,19 @@ func (c *collection) delete(ctx context.Context, filter bson.D, limit int64) (in
 	return n, err
 }
 
-// stored is a document read for a write.
+// stored is a document read for a write: doc without its shared field,
+// blob the id of that field's value.
 type stored struct {
-	rid int64
-	id  string
-	doc []byte
+	rid  int64
+	id   string
+	doc  []byte
+	blob nullInt64
 }
 
 // matches reads (up to limit, 0: all) documents matching x in the write
 // transaction.
 func (c *collection) matches(ctx context.Context, w *conn, x expr, limit int64) ([]*stored, error) {
-	p := &planner{n: c.n, q: w, cols: "d.rid, d.id, d.doc", db: c.db, counts: c.e.counts}
+	p := &planner{n: c.n, q: w, cols: "d.rid, d.id, d.doc, d.b", db: c.db, counts: c.e.counts}
 	steps, err := p.find(ctx, x, nil, limit)
 	if err != nil {
 		return nil, err
@@ -304,7 +320,12 @@ func (c *collection) matches(ctx context.Context, w *conn, x expr, limit int64) 
 			return nil, err
 		}
 		for r.next() {
-			out = append(out, &stored{rid: r.int64(0), id: r.text(1), doc: r.bytes(2)})
+			s := &stored{rid: r.int64(0), id: r.text(1), blob: nullInt64{v: r.int64(3), ok: !r.null(3)}}
+			if s.doc, err = c.e.codec.decode(storedParts{id: s.id, doc: r.view(2)}, c.e.opts.SharedField, true, nil); err != nil {
+				r.close()
+				return nil, docError(c.db, c.n.coll, s.id, err)
+			}
+			out = append(out, s)
 		}
 		if r.err != nil {
 			return nil, r.err

@@ -17,6 +17,10 @@ type cursor struct {
 	skip    int64 // rows to pass over, across steps
 	limit   int64 // rows to return (0: all)
 	proj    *projection
+	codec   *codec
+	shared  string // the engine's Options.SharedField
+	db      string
+	coll    string
 
 	rows     *rows
 	step     *step
@@ -41,7 +45,7 @@ func (c *cursor) Next(ctx context.Context) bool {
 		if c.rows.next() {
 			c.stepRows++
 			c.skip = 0 // a row past the OFFSET: the step skipped all of it
-			out, err := c.document()
+			out, err := c.document(ctx)
 			if err != nil {
 				c.fail(err)
 				return false
@@ -71,13 +75,23 @@ func (c *cursor) Next(ctx context.Context) bool {
 	return false
 }
 
-// document is the current row's document, projected: a projection copies
-// only the fields it keeps out of SQLite's memory.
-func (c *cursor) document() (bson.Raw, error) {
-	if c.proj == nil {
-		return c.rows.bytes(0), nil
+// document is the current row's document (columns id, doc, b), its
+// shared value read only when the projection keeps it.
+func (c *cursor) document(ctx context.Context) (bson.Raw, error) {
+	p := storedParts{id: c.rows.text(0), doc: c.rows.view(1)}
+	keep := c.shared != "" && !c.rows.null(2) && c.proj.keeps(c.shared)
+	if keep {
+		z, err := readBlob(ctx, c.q, c.rows.int64(2))
+		if err != nil {
+			return nil, docError(c.db, c.coll, p.id, err)
+		}
+		p.value = z
 	}
-	return c.proj.apply(c.rows.view(0))
+	doc, err := c.codec.decode(p, c.shared, !keep, nil)
+	if err != nil {
+		return nil, docError(c.db, c.coll, p.id, err)
+	}
+	return c.proj.apply(doc)
 }
 
 // start runs the next step, reporting whether it has one open.

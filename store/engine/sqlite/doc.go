@@ -35,11 +35,19 @@
 // A collection C is two tables (and a word table, below), created on its
 // first write:
 //
-//	"d_C" (rid INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, doc BLOB NOT NULL)
+//	"d_C" (rid INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, doc BLOB NOT NULL, b INTEGER)
 //	"x_C" (f INTEGER, v ANY, rid INTEGER, PRIMARY KEY (f, v, rid)) STRICT, WITHOUT ROWID
 //	index "r_C" ON "x_C" (rid, f, v)
 //
-// d_C holds each document as inserted, returned verbatim; x_C its index
+// d_C holds each document compressed, without its _id (the id column)
+// and without its shared field (Options.SharedField, the store's
+// "resource"), whose value is kept once per file in the table "_blobs"
+// that b points to: the current row of a resource and its newest history
+// row share it. Reads reassemble the document byte for byte as inserted;
+// a damaged or torn part is an engine.CorruptError naming the document,
+// never another document (codec.go). A file of the previous format
+// (user_version 1: documents as inserted) is converted when opened, a
+// collection per transaction (format.go). x_C holds its index
 // entries: one row per scalar leaf, f the number of its dotted path
 // (array elements share their array's path, as in MongoDB), v its value.
 // The shared table "_fields" (id, path) numbers the paths: a number

@@ -24,11 +24,20 @@ type Options struct {
 	Monitor *event.CommandMonitor
 	// ReadConns is the number of reader connections per file (default 4).
 	ReadConns int
+	// SharedField names a top-level field (one without index entries, such
+	// as the store's "resource") whose values are kept once per file: the
+	// documents holding the same value share it (see codec.go).
+	SharedField string
 	// WordPaths are the paths holding documents' word lists (a full-text
 	// index kept by the documents' writer, such as FHIR's _content),
 	// searched by equality and prefix only; they are kept in a full-text
 	// table rather than the general index (see the package documentation).
 	WordPaths []string
+
+	// converting, when set, is called as a conversion to format 2 goes:
+	// after each batch of a collection's documents (committed false) and
+	// after each collection's transaction (true) (tests).
+	converting func(coll string, committed bool)
 }
 
 // Engine is a directory of SQLite files, one per database.
@@ -41,6 +50,7 @@ type Engine struct {
 	counts *countCache
 	words  *wordPaths
 	stats  writeStats
+	codec  *codec
 
 	mu     sync.Mutex
 	files  map[string]*file
@@ -65,11 +75,18 @@ func Open(ctx context.Context, dir string, opts Options) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open SQLite engine: %w", err)
 	}
+	if f := opts.SharedField; f != "" && (!unindexed[f] || f == "_id") {
+		return nil, fmt.Errorf("open SQLite engine: shared field %q: only a field without index entries (%s) may be shared: %w", f, "resource, numText", engine.ErrUnsupported)
+	}
+	cd, err := newCodec()
+	if err != nil {
+		return nil, fmt.Errorf("open SQLite engine: %w", err)
+	}
 	log := opts.Logger
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &Engine{dir: dir, opts: opts, log: log, files: map[string]*file{}, pins: pin(), counts: newCountCache(), words: words}, nil
+	return &Engine{dir: dir, opts: opts, log: log, files: map[string]*file{}, pins: pin(), counts: newCountCache(), words: words, codec: cd}, nil
 }
 
 // Name is "sqlite".
@@ -107,6 +124,7 @@ func (e *Engine) Close(ctx context.Context) error {
 	e.mu.Unlock()
 	if !closed {
 		defer e.pins.release()
+		defer e.codec.close()
 	}
 	var errs []error
 	for name, f := range files {
@@ -130,7 +148,7 @@ func (e *Engine) file(ctx context.Context, name string) (*file, error) {
 	if f, ok := e.files[name]; ok {
 		return f, nil
 	}
-	f, err := openFile(e.dir, name, e.opts.ReadConns, e.words, &e.stats, e.log)
+	f, err := openFile(e.dir, name, fileOptions{readConns: e.opts.ReadConns, words: e.words, stats: &e.stats, codec: e.codec, shared: e.opts.SharedField, log: e.log, converting: e.opts.converting})
 	if err != nil {
 		return nil, err
 	}

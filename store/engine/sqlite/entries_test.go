@@ -163,12 +163,12 @@ func TestPathCounts(t *testing.T) {
 	}
 	f, _ := e.file(ctx, "db")
 	want := map[string]pathStat{}
-	r, err := f.w.query(ctx, "SELECT doc FROM "+c.n.d, nil)
+	docs, err := readDocs(ctx, f.w, c.n, -1, e.codec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for r.next() {
-		entries, _ := docEntries(r.bytes(0))
+	for _, doc := range docs {
+		entries, _ := docEntries(doc.doc)
 		d := pathDeltas{}
 		d.add(entries, 1)
 		for p, ps := range d {
@@ -176,7 +176,7 @@ func TestPathCounts(t *testing.T) {
 			want[p] = pathStat{n: w.n + ps.n, e: w.e + ps.e}
 		}
 	}
-	r, err = f.w.query(ctx, "SELECT f, n, e FROM "+pathsTable+" WHERE c = ? AND (n != 0 OR e != 0)", []any{"C"})
+	r, err := f.w.query(ctx, "SELECT f, n, e FROM "+pathsTable+" WHERE c = ? AND (n != 0 OR e != 0)", []any{"C"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,10 +12,10 @@ import (
 // change once committed.
 const fieldsTable = `"_fields"`
 
-// formatVersion is the file's user_version once its x tables number
+// pathsVersion is the file's user_version once its x tables number
 // their paths; files of version 0 store the paths as text and are
 // converted when opened (upgrade).
-const formatVersion = 1
+const pathsVersion = 1
 
 // fieldCodes is the writer's copy of fieldsTable, used under the file's
 // write lock only.
@@ -104,13 +104,13 @@ const createFieldsTable = "CREATE TABLE IF NOT EXISTS " + fieldsTable + " (id IN
 
 // upgrade converts a file whose x tables store paths as text (version 0)
 // to numbered paths, in one write transaction, and marks it
-// formatVersion; it returns how many collections it converted.
+// pathsVersion; it returns how many collections it converted.
 func (f *file) upgrade(ctx context.Context) (int, error) {
 	var v int64
 	if _, err := f.w.queryRow(ctx, "PRAGMA user_version", nil, &v); err != nil {
 		return 0, fmt.Errorf("read the file's version: %w", err)
 	}
-	if v >= formatVersion {
+	if v >= pathsVersion {
 		return 0, nil
 	}
 	var n int
@@ -135,7 +135,7 @@ func convertTables(ctx context.Context, w *conn) (int, error) {
 			return 0, fmt.Errorf("convert the index entries of %s: %w", coll, err)
 		}
 	}
-	return len(colls), w.run(ctx, fmt.Sprintf("PRAGMA user_version = %d", formatVersion))
+	return len(colls), w.run(ctx, fmt.Sprintf("PRAGMA user_version = %d", pathsVersion))
 }
 
 // convertTable rewrites one x table with numbered paths.

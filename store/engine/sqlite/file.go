@@ -43,8 +43,10 @@ type file struct {
 	qmu   sync.Mutex
 	queue []*writeReq // writes waiting for the writer
 
-	log   *zap.Logger
-	stats *writeStats
+	log    *zap.Logger
+	stats  *writeStats
+	codec  *codec
+	shared string // the engine's Options.SharedField
 
 	turns chan struct{} // one per reader in use (at most ReadConns)
 
@@ -58,9 +60,20 @@ type file struct {
 	closed bool
 }
 
+// fileOptions are what a file takes of its engine.
+type fileOptions struct {
+	readConns  int
+	words      *wordPaths
+	stats      *writeStats
+	codec      *codec
+	shared     string // Options.SharedField
+	log        *zap.Logger
+	converting func(coll string, committed bool) // Options.converting
+}
+
 // openFile opens (creating it if need be) the file of database name in
-// dir, converting a file of an older format (logged to log).
-func openFile(dir, name string, readConns int, ws *wordPaths, stats *writeStats, log *zap.Logger) (*file, error) {
+// dir, converting a file of an older format (logged to o.log).
+func openFile(dir, name string, o fileOptions) (*file, error) {
 	path := filepath.Join(dir, name+".db")
 	w, err := openConn(path, append(append([]string{}, pragmas...), writerPragmas...))
 	if err != nil {
@@ -71,36 +84,48 @@ func openFile(dir, name string, readConns int, ws *wordPaths, stats *writeStats,
 		name:        name,
 		path:        path,
 		w:           w,
-		turns:       make(chan struct{}, readConns),
+		turns:       make(chan struct{}, o.readConns),
 		wake:        make(chan struct{}, 1),
 		stop:        make(chan struct{}),
 		checkpoints: make(chan struct{}),
 		tables:      map[string]bool{},
-		log:         log,
-		stats:       stats,
+		log:         o.log,
+		stats:       o.stats,
+		codec:       o.codec,
+		shared:      o.shared,
 	}
 	go f.checkpointer()
-	start := time.Now()
-	converted, err := f.upgrade(context.Background())
-	if err != nil {
+	if err := f.open(context.Background(), o); err != nil {
 		_ = f.close()
-		return nil, classify("upgrade "+path, err)
-	}
-	if converted > 0 {
-		log.Info("converted the index entries of an older file to numbered paths",
-			zap.String("file", path), zap.Int("collections", converted), zap.Duration("took", time.Since(start)))
-	}
-	start = time.Now()
-	reindexed, err := f.syncWords(context.Background(), ws)
-	if err != nil {
-		_ = f.close()
-		return nil, classify("index the words of "+path, err)
-	}
-	if reindexed > 0 {
-		log.Info("moved the word lists of a file's documents to its word tables",
-			zap.String("file", path), zap.Strings("paths", ws.paths), zap.Int("collections", reindexed), zap.Duration("took", time.Since(start)))
+		return nil, err
 	}
 	return f, nil
+}
+
+// open brings the file to the current format and word paths.
+func (f *file) open(ctx context.Context, o fileOptions) error {
+	start := time.Now()
+	converted, err := f.upgrade(ctx)
+	if err != nil {
+		return classify("upgrade "+f.path, err)
+	}
+	if converted > 0 {
+		o.log.Info("converted the index entries of an older file to numbered paths",
+			zap.String("file", f.path), zap.Int("collections", converted), zap.Duration("took", time.Since(start)))
+	}
+	if err := f.upgradeDocs(ctx, o.converting); err != nil {
+		return classify("convert the documents of "+f.path, err)
+	}
+	start = time.Now()
+	reindexed, err := f.syncWords(ctx, o.words)
+	if err != nil {
+		return classify("index the words of "+f.path, err)
+	}
+	if reindexed > 0 {
+		o.log.Info("moved the word lists of a file's documents to its word tables",
+			zap.String("file", f.path), zap.Strings("paths", o.words.paths), zap.Int("collections", reindexed), zap.Duration("took", time.Since(start)))
+	}
+	return nil
 }
 
 // checkpointEvery is how often at most the checkpointer runs while writes
@@ -246,7 +271,8 @@ func createTables(ctx context.Context, w *conn, n names, ws *wordPaths) error {
 	stmts := []string{
 		"CREATE TABLE IF NOT EXISTS " + pathsTable + " (c TEXT NOT NULL, f TEXT NOT NULL, n INTEGER NOT NULL, e INTEGER NOT NULL, PRIMARY KEY (c, f)) WITHOUT ROWID",
 		"CREATE TABLE IF NOT EXISTS " + indexesTable + " (c TEXT NOT NULL, name TEXT NOT NULL, keys BLOB, PRIMARY KEY (c, name)) WITHOUT ROWID",
-		"CREATE TABLE IF NOT EXISTS " + n.d + " (rid INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, doc BLOB NOT NULL)",
+		"CREATE TABLE IF NOT EXISTS " + n.d + " (rid INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, doc BLOB NOT NULL, b INTEGER)",
+		createBlobsTable,
 		createFieldsTable,
 		"CREATE TABLE IF NOT EXISTS " + n.x + " (f INTEGER NOT NULL, v ANY NOT NULL, rid INTEGER NOT NULL, PRIMARY KEY (f, v, rid)) STRICT, WITHOUT ROWID",
 		"CREATE INDEX IF NOT EXISTS " + n.r + " ON " + n.x + " (rid, f, v)",

@@ -11,7 +11,7 @@ import (
 type planner struct {
 	n      names
 	q      *conn
-	cols   string      // what Find steps select ("d.doc", or "d.rid, d.id, d.doc" for writes)
+	cols   string      // what Find steps select ("d.id, d.doc, d.b", or "d.rid, d.id, d.doc, d.b" for writes)
 	db     string      // the database's name
 	counts *countCache // the engine's
 }

@@ -57,6 +57,12 @@ func parseProjection(p bson.D) (*projection, error) {
 	return pr, nil
 }
 
+// keeps tells whether the projection keeps the top-level field name (a
+// nil projection keeps every field).
+func (p *projection) keeps(name string) bool {
+	return p == nil || name == "_id" || p.fields[name] == p.include
+}
+
 // apply returns doc with the projection's fields kept or dropped, in a
 // new slice when the projection is set (doc may be SQLite's memory, valid
 // only until the statement moves on).

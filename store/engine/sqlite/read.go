@@ -20,7 +20,7 @@ func (c *collection) reader(ctx context.Context) (p *planner, release func(), er
 	if err != nil {
 		return nil, nil, err
 	}
-	return &planner{n: c.n, q: q, cols: "d.doc", db: c.db, counts: c.e.counts}, func() { f.release(q) }, nil
+	return &planner{n: c.n, q: q, cols: "d.id, d.doc, d.b", db: c.db, counts: c.e.counts}, func() { f.release(q) }, nil
 }
 
 // Find returns the documents matching filter, in opts.Sort order.
@@ -99,7 +99,7 @@ func (c *collection) find(ctx context.Context, filter bson.D, opts *engine.FindO
 		release()
 		return nil, classify(op, err)
 	}
-	return &cursor{q: p.q, release: release, op: op, steps: steps, skip: skip, limit: limit, proj: proj}, nil
+	return &cursor{q: p.q, release: release, op: op, steps: steps, skip: skip, limit: limit, proj: proj, codec: c.e.codec, shared: c.e.opts.SharedField, db: c.db, coll: c.n.coll}, nil
 }
 
 // Count counts the documents matching filter.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"testing"
@@ -422,8 +423,13 @@ func TestWritesReachTheFileInTheBackground(t *testing.T) {
 	e := openAt(t, dir, Options{})
 	coll := e.Database("t").Collection("Binary")
 	docs := make([]any, 300)
+	r := rand.New(rand.NewPCG(1, 2))
 	for i := range docs {
-		docs[i] = bson.D{{Key: "_id", Value: fmt.Sprint(i)}, {Key: "data", Value: bson.Binary{Data: make([]byte, 4096)}}}
+		data := make([]byte, 4096) // random: stored compressed, it keeps its size
+		for j := range data {
+			data[j] = byte(r.Uint32())
+		}
+		docs[i] = bson.D{{Key: "_id", Value: fmt.Sprint(i)}, {Key: "data", Value: bson.Binary{Data: data}}}
 	}
 	if err := coll.InsertMany(ctx, docs); err != nil {
 		t.Fatal(err)

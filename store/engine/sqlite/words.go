@@ -266,7 +266,7 @@ func dropWords(ctx context.Context, w *conn, n names, rid int64, had []entry) er
 // when the file recorded others (or none, being older), every collection
 // is indexed again at the word paths before and after, from its
 // documents. It returns how many collections it converted.
-func syncWords(ctx context.Context, w *conn, ws *wordPaths) (int, error) {
+func syncWords(ctx context.Context, w *conn, ws *wordPaths, cd *codec) (int, error) {
 	if err := w.run(ctx, createWordsTable); err != nil {
 		return 0, fmt.Errorf("create %s: %w", wordsTable, err)
 	}
@@ -283,7 +283,7 @@ func syncWords(ctx context.Context, w *conn, ws *wordPaths) (int, error) {
 	}
 	involved := slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(had), ws.paths...))))
 	for _, coll := range colls {
-		if err := reindexWords(ctx, w, namesOf(coll), ws, involved); err != nil {
+		if err := reindexWords(ctx, w, namesOf(coll), ws, involved, cd); err != nil {
 			return 0, fmt.Errorf("index the words of %s: %w", coll, err)
 		}
 	}
@@ -307,7 +307,7 @@ func (f *file) syncWords(ctx context.Context, ws *wordPaths) (int, error) {
 	}
 	var n int
 	err = f.write(ctx, func(ctx context.Context, w *conn) (err error) {
-		n, err = syncWords(ctx, w, ws)
+		n, err = syncWords(ctx, w, ws, f.codec)
 		return err
 	})
 	return n, err
@@ -323,7 +323,7 @@ const reindexBatch = 500
 // the paths involved (the word paths before and after), from its
 // documents; a collection whose documents hold no string at those paths
 // only gets an empty word table.
-func reindexWords(ctx context.Context, w *conn, n names, ws *wordPaths, involved []string) error {
+func reindexWords(ctx context.Context, w *conn, n names, ws *wordPaths, involved []string, cd *codec) error {
 	stmts := []string{"DROP TABLE IF EXISTS " + n.w}
 	if ws.any() {
 		stmts = append(stmts, createWordTable(n))
@@ -343,7 +343,7 @@ func reindexWords(ctx context.Context, w *conn, n names, ws *wordPaths, involved
 	}
 	pending := &entryRows{n: n}
 	for after := int64(-1 << 63); ; {
-		docs, err := readDocs(ctx, w, n, after)
+		docs, err := readDocs(ctx, w, n, after, cd)
 		if err != nil || len(docs) == 0 {
 			return errors.Join(err, pending.flush(ctx, w))
 		}
@@ -394,16 +394,21 @@ func toAny(ss []string) []any {
 	return out
 }
 
-// readDocs reads the next reindexBatch documents after rid after.
-func readDocs(ctx context.Context, w *conn, n names, after int64) ([]*stored, error) {
-	r, err := w.query(ctx, "SELECT rid, doc FROM "+n.d+" WHERE rid > ? ORDER BY rid LIMIT ?", []any{after, reindexBatch})
+// readDocs reads the next reindexBatch documents after rid after,
+// without their shared field (which has no index entries).
+func readDocs(ctx context.Context, w *conn, n names, after int64, cd *codec) ([]*stored, error) {
+	r, err := w.query(ctx, "SELECT rid, id, doc FROM "+n.d+" WHERE rid > ? ORDER BY rid LIMIT ?", []any{after, reindexBatch})
 	if err != nil {
 		return nil, err
 	}
 	defer r.close()
 	var out []*stored
 	for r.next() {
-		out = append(out, &stored{rid: r.int64(0), doc: r.bytes(1)})
+		s := &stored{rid: r.int64(0), id: r.text(1)}
+		if s.doc, err = cd.decode(storedParts{id: s.id, doc: r.view(2)}, "", true, nil); err != nil {
+			return nil, docError("", n.coll, s.id, err)
+		}
+		out = append(out, s)
 	}
 	return out, r.err
 }

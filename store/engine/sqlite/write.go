@@ -17,17 +17,21 @@ import (
 )
 
 // prepared is a document ready to be written: its bytes, _id and entries
-// (all of them; rest are x_C's, text the word table's row of the others).
+// (all of them; rest are x_C's, text the word table's row of the others),
+// and its stored parts (nil until it has an _id).
 type prepared struct {
 	raw     bson.Raw
 	id      string // "" when the document has no _id
 	entries []entry
 	rest    []entry
 	text    string
+	enc     *encoded
 }
 
-// prepare marshals doc and extracts its index entries.
-func prepare(doc any, ws *wordPaths) (*prepared, error) {
+// prepare marshals doc, extracts its index entries and, when it has an
+// _id, compresses its stored parts.
+func prepare(doc any, e *Engine) (*prepared, error) {
+	ws := e.words
 	var raw bson.Raw
 	switch d := doc.(type) {
 	case bson.Raw:
@@ -62,18 +66,23 @@ func prepare(doc any, ws *wordPaths) (*prepared, error) {
 	if p.text, err = ws.text(words); err != nil {
 		return nil, fmt.Errorf("index document %s: %w", p.id, err)
 	}
+	if p.id != "" {
+		if p.enc, err = e.codec.encode(p.raw, e.opts.SharedField); err != nil {
+			return nil, fmt.Errorf("store document %s: %w", p.id, err)
+		}
+	}
 	return p, nil
 }
 
 // prepareAll prepares documents to insert, on several goroutines for
 // many (marshalling and indexing take a tenth of a bulk insert's time,
 // outside the write lock).
-func prepareAll(docs []any, ws *wordPaths) ([]*prepared, error) {
+func prepareAll(docs []any, e *Engine) ([]*prepared, error) {
 	ps := make([]*prepared, len(docs))
 	errs := make([]error, len(docs))
 	work := func(from, to int) {
 		for i := from; i < to; i++ {
-			p, err := prepare(docs[i], ws)
+			p, err := prepare(docs[i], e)
 			if err == nil && p.id == "" {
 				err = fmt.Errorf("document without a string _id: %w", engine.ErrUnsupported)
 			}
@@ -98,14 +107,19 @@ func prepareAll(docs []any, ws *wordPaths) ([]*prepared, error) {
 	return ps, nil
 }
 
-// withID returns the document with _id first, for replacements and upserts
+// withID puts _id first in the document, for replacements and upserts
 // written without one.
-func (p *prepared) withID(id string) {
+func (p *prepared) withID(id string, e *Engine) error {
 	idx, out := bsoncore.AppendDocumentStart(nil)
 	out = bsoncore.AppendStringElement(out, "_id", id)
 	out = append(out, p.raw[4:len(p.raw)-1]...)
 	out, _ = bsoncore.AppendDocumentEnd(out, idx)
 	p.raw, p.id = out, id
+	var err error
+	if p.enc, err = e.codec.encode(p.raw, e.opts.SharedField); err != nil {
+		return fmt.Errorf("store document %s: %w", id, err)
+	}
+	return nil
 }
 
 // pathDeltas accumulates changes of the per-path counts: documents with
@@ -142,15 +156,31 @@ func (d pathDeltas) at(f string) *pathStat {
 // insertDoc inserts p, reporting a duplicate _id rather than failing;
 // its entries are added to pending.
 func (c *collection) insertDoc(ctx context.Context, w *conn, p *prepared, pending *entryRows) (bool, error) {
-	n, err := w.exec(ctx, "INSERT INTO "+c.n.d+" (id, doc) VALUES (?, ?) ON CONFLICT (id) DO NOTHING", p.id, []byte(p.raw))
-	if err != nil || n == 0 {
-		return err == nil, err
+	var exists int64
+	if found, err := w.queryRow(ctx, "SELECT 1 FROM "+c.n.d+" WHERE id = ?", []any{p.id}, &exists); err != nil || found {
+		return found, err
+	}
+	b, err := holdShared(ctx, w, p.enc)
+	if err != nil {
+		return false, err
+	}
+	if _, err := w.exec(ctx, "INSERT INTO "+c.n.d+" (id, doc, b) VALUES (?, ?, ?)", p.id, p.enc.doc, b); err != nil {
+		return false, err
 	}
 	rid := w.lastID()
 	if err := pending.add(ctx, w, rid, p.rest); err != nil {
 		return false, err
 	}
 	return false, putWords(ctx, w, c.n, rid, p.text)
+}
+
+// holdShared stores the shared value of enc (if any), returning its id
+// (nil without one).
+func holdShared(ctx context.Context, w *conn, enc *encoded) (any, error) {
+	if enc.shared == nil {
+		return nil, nil
+	}
+	return holdBlob(ctx, w, enc.shared)
 }
 
 // entriesPerInsert is how many entries one INSERT statement writes.

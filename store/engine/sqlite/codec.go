@@ -1,0 +1,259 @@
+package sqlite
+
+import (
+	"crypto/sha256"
+	_ "embed"
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/klauspost/compress/zstd"
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"fhirstore/store/engine"
+)
+
+// Stored documents (format 2). A document is kept as three parts:
+//
+//   - its _id, in d_C's id column only;
+//   - its shared field (Options.SharedField, the store's "resource"), when
+//     it has one, in the file's table "_blobs" (id, h, n, z): one row per
+//     distinct value, h the first 16 bytes of its SHA-256, n the number of
+//     documents holding it, z the value compressed. A resource's current
+//     row and its newest history row hold the same resource: it is kept
+//     once;
+//   - the rest, compressed, in d_C's doc column, the blob's id in its b
+//     column.
+//
+// doc is a tag byte (docTag), the positions of _id and of the shared
+// field among the document's fields (uvarints, each one more than the
+// position, 0 when absent), then a zstd frame of the rest's BSON. z is a
+// tag byte, the shared value's BSON type, then a zstd frame of its bytes.
+// Frames use the dictionary below and carry a checksum: a torn or
+// damaged part fails to decode (engine.ErrCorrupt) rather than being
+// read as another document. Reassembled, a document is byte for byte the
+// BSON that was inserted.
+
+// docTag starts every stored part of format 2: zstd with dictionary 1.
+const docTag = 0x01
+
+// dictionary is the zstd dictionary (id 1) of stored parts, trained on the
+// documents the store writes for the R4 examples and the Synthea sample
+// (see TestTrainDictionary): field names, codes and systems that every
+// document would otherwise spell out itself.
+//
+//go:embed docs.zdict
+var dictionary []byte
+
+// codec compresses and decompresses stored parts; it is safe for
+// concurrent use.
+type codec struct {
+	enc *zstd.Encoder
+	dec *zstd.Decoder
+}
+
+// newCodec readies the encoder and decoder of the dictionary.
+func newCodec() (*codec, error) {
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderDict(dictionary), zstd.WithEncoderLevel(zstd.SpeedFastest),
+		zstd.WithEncoderCRC(true), zstd.WithEncoderConcurrency(1), zstd.WithSingleSegment(true))
+	if err != nil {
+		return nil, fmt.Errorf("document encoder: %w", err)
+	}
+	dec, err := zstd.NewReader(nil, zstd.WithDecoderDicts(dictionary), zstd.WithDecoderConcurrency(0),
+		zstd.WithDecoderMaxMemory(64<<20))
+	if err != nil {
+		return nil, fmt.Errorf("document decoder: %w", err)
+	}
+	return &codec{enc: enc, dec: dec}, nil
+}
+
+// close releases the decoder's goroutines.
+func (c *codec) close() { c.dec.Close() }
+
+// blob is a shared field's value ready to be stored.
+type blob struct {
+	hash []byte // 16 bytes
+	z    []byte // the stored form
+}
+
+// encoded is a document split for storage: doc the stored rest, shared
+// its shared field's value (nil when it has none).
+type encoded struct {
+	doc    []byte
+	shared *blob
+}
+
+// parts is a document split for storage, uncompressed: rest the BSON
+// of its fields but _id and the shared field, at the positions (one more
+// than their index, 0 when absent) of those two; shared the shared
+// field's value and type.
+type parts struct {
+	rest             []byte
+	idPos, sharedPos int
+	shared           []byte
+	sharedType       bsoncore.Type
+}
+
+// split separates raw (a valid BSON document) into its parts; shared is
+// the name of the shared field ("" for none).
+func (c *codec) split(raw []byte, shared string) (*parts, error) {
+	idx, rest := bsoncore.AppendDocumentStart(make([]byte, 0, len(raw)))
+	var p parts
+	pos := 0
+	err := eachElement(raw, func(key string, v bsoncore.Value) error {
+		pos++
+		switch {
+		case key == "_id" && p.idPos == 0 && v.Type == bsoncore.TypeString:
+			p.idPos = pos
+		case key == shared && shared != "" && p.sharedPos == 0:
+			p.sharedPos, p.shared, p.sharedType = pos, v.Data, v.Type
+		default:
+			rest = bsoncore.AppendValueElement(rest, key, v)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	p.rest, _ = bsoncore.AppendDocumentEnd(rest, idx)
+	return &p, nil
+}
+
+// encode splits raw (a valid BSON document) into its stored parts; shared
+// is the name of the shared field ("" for none).
+func (c *codec) encode(raw []byte, shared string) (*encoded, error) {
+	p, err := c.split(raw, shared)
+	if err != nil {
+		return nil, err
+	}
+	var out encoded
+	if p.sharedPos > 0 {
+		out.shared = c.encodeBlob(p.sharedType, p.shared)
+	}
+	doc := []byte{docTag}
+	doc = binary.AppendUvarint(doc, uint64(p.idPos))
+	doc = binary.AppendUvarint(doc, uint64(p.sharedPos))
+	out.doc = c.enc.EncodeAll(p.rest, doc)
+	return &out, nil
+}
+
+// encodeBlob is the stored form of a shared value of type t.
+func (c *codec) encodeBlob(t bsoncore.Type, data []byte) *blob {
+	h := sha256.New()
+	h.Write([]byte{byte(t)})
+	h.Write(data)
+	return &blob{hash: h.Sum(nil)[:16], z: c.enc.EncodeAll(data, []byte{docTag, byte(t)})}
+}
+
+// storedParts are a document's parts as read from its row: what decode
+// reassembles.
+type storedParts struct {
+	id    string
+	doc   []byte // d_C.doc
+	value []byte // the shared field's stored form (_blobs.z), nil when absent or not read
+}
+
+// errNoShared is a stored document whose shared field was not read.
+var errNoShared = errors.New("the shared field was not read")
+
+// decode reassembles a document: id, then the rest's fields with the
+// shared field (named shared) put back where they were. With the shared
+// value nil, a document that had one is returned without it when
+// skipShared is set, and fails otherwise.
+func (c *codec) decode(p storedParts, shared string, skipShared bool, buf []byte) ([]byte, error) {
+	if len(p.doc) < 3 || p.doc[0] != docTag {
+		return nil, fmt.Errorf("%w: unknown stored form", engine.ErrCorrupt)
+	}
+	idPos, n := binary.Uvarint(p.doc[1:])
+	if n <= 0 {
+		return nil, fmt.Errorf("%w: malformed header", engine.ErrCorrupt)
+	}
+	sharedPos, m := binary.Uvarint(p.doc[1+n:])
+	if m <= 0 {
+		return nil, fmt.Errorf("%w: malformed header", engine.ErrCorrupt)
+	}
+	rest, err := c.dec.DecodeAll(p.doc[1+n+m:], buf[:0])
+	if err != nil {
+		return nil, decodeError(err)
+	}
+	var sharedType byte
+	var sharedData []byte
+	switch {
+	case sharedPos == 0:
+	case p.value != nil:
+		if sharedType, sharedData, err = c.decodeBlob(p.value); err != nil {
+			return nil, err
+		}
+	case !skipShared:
+		return nil, errNoShared
+	default:
+		sharedPos = 0
+	}
+	return assemble(rest, p.id, int(idPos), shared, sharedType, sharedData, int(sharedPos))
+}
+
+// decodeBlob returns the BSON type and bytes of a shared value's stored form.
+func (c *codec) decodeBlob(z []byte) (byte, []byte, error) {
+	if len(z) < 2 || z[0] != docTag {
+		return 0, nil, fmt.Errorf("%w: unknown stored form of the shared field", engine.ErrCorrupt)
+	}
+	data, err := c.dec.DecodeAll(z[2:], nil)
+	if err != nil {
+		return 0, nil, fmt.Errorf("the shared field: %w", decodeError(err))
+	}
+	return z[1], data, nil
+}
+
+// decodeError is the error of a frame that does not decompress: damage,
+// unless the engine is closed.
+func decodeError(err error) error {
+	if errors.Is(err, zstd.ErrDecoderClosed) {
+		return fmt.Errorf("decompress: %w", errClosed)
+	}
+	return fmt.Errorf("%w: %w", engine.ErrCorrupt, err)
+}
+
+// assemble puts _id (at idPos) and the shared field (at sharedPos; 0:
+// neither) back among the fields of rest, checking what it returns.
+func assemble(rest []byte, id string, idPos int, shared string, sharedType byte, sharedData []byte, sharedPos int) ([]byte, error) {
+	idx, out := bsoncore.AppendDocumentStart(make([]byte, 0, len(rest)+len(id)+len(sharedData)+len(shared)+16))
+	pos := 0
+	put := func() {
+		for {
+			switch pos + 1 {
+			case idPos:
+				out = bsoncore.AppendStringElement(out, "_id", id)
+			case sharedPos:
+				out = bsoncore.AppendHeader(out, bsoncore.Type(sharedType), shared)
+				out = append(out, sharedData...)
+			default:
+				return
+			}
+			pos++
+		}
+	}
+	put()
+	err := eachElement(rest, func(key string, v bsoncore.Value) error {
+		out = bsoncore.AppendValueElement(out, key, v)
+		pos++
+		put()
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", engine.ErrCorrupt, err)
+	}
+	out, _ = bsoncore.AppendDocumentEnd(out, idx)
+	if err := bsoncore.Document(out).Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %w", engine.ErrCorrupt, err)
+	}
+	return out, nil
+}
+
+// docError names the document of a failure to read it: a damaged one is
+// an *engine.CorruptError.
+func docError(db, coll, id string, err error) error {
+	if errors.Is(err, engine.ErrCorrupt) {
+		return &engine.CorruptError{Database: db, Collection: coll, ID: id, Err: err}
+	}
+	return fmt.Errorf("document %q of %s.%s: %w", id, db, coll, err)
+}

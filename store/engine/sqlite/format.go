@@ -1,0 +1,121 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.uber.org/zap"
+)
+
+// formatVersion is the user_version of a file whose documents are stored
+// in parts (codec.go). A file of an older version stores each document as
+// inserted: it is converted when opened, one collection per transaction,
+// so that a conversion cut short (a crash, kill -9) leaves collections
+// either converted or not, and the next open converts the rest. Until the
+// whole file is converted, opening it converts; nothing reads it before.
+const formatVersion = 2
+
+// convertBatch is how many documents a conversion reads at a time.
+const convertBatch = 500
+
+// upgradeDocs converts the documents of a file older than formatVersion;
+// converting, when set, is told of its progress.
+func (f *file) upgradeDocs(ctx context.Context, converting func(coll string, committed bool)) error {
+	if converting == nil {
+		converting = func(string, bool) {}
+	}
+	var v int64
+	if _, err := f.w.queryRow(ctx, "PRAGMA user_version", nil, &v); err != nil {
+		return fmt.Errorf("read the file's version: %w", err)
+	}
+	if v >= formatVersion {
+		return nil
+	}
+	colls, err := queryStrings(ctx, f.w, "SELECT substr(name, 3) FROM sqlite_schema AS s WHERE type = 'table' AND name LIKE 'd\\_%' ESCAPE '\\' AND NOT EXISTS (SELECT 1 FROM pragma_table_info(s.name) WHERE name = 'b') ORDER BY name")
+	if err != nil {
+		return fmt.Errorf("list the collections to convert: %w", err)
+	}
+	start := time.Now()
+	var docs int64
+	for _, coll := range colls {
+		var n int64
+		err := f.write(ctx, func(ctx context.Context, w *conn) (err error) {
+			n, err = convertDocs(ctx, w, f.codec, f.shared, namesOf(coll), func() { converting(coll, false) })
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("convert the documents of %s: %w", coll, err)
+		}
+		docs += n
+		converting(coll, true)
+	}
+	err = f.write(ctx, func(ctx context.Context, w *conn) error {
+		if err := w.run(ctx, createBlobsTable); err != nil {
+			return err
+		}
+		return w.run(ctx, fmt.Sprintf("PRAGMA user_version = %d", formatVersion))
+	})
+	if err != nil {
+		return fmt.Errorf("mark the file converted: %w", err)
+	}
+	if len(colls) > 0 {
+		f.log.Info("converted the documents of an older file: compressed, shared values kept once",
+			zap.String("file", f.path), zap.Int("collections", len(colls)), zap.Int64("documents", docs), zap.Duration("took", time.Since(start)))
+	}
+	return nil
+}
+
+// convertDocs rewrites the documents of one collection (stored as
+// inserted) in parts, adding d_C's blob column, calling batchDone after
+// each batch; it returns how many.
+func convertDocs(ctx context.Context, w *conn, cd *codec, shared string, n names, batchDone func()) (int64, error) {
+	for _, s := range []string{createBlobsTable, "ALTER TABLE " + n.d + " ADD COLUMN b INTEGER"} {
+		if err := w.run(ctx, s); err != nil {
+			return 0, err
+		}
+	}
+	var count int64
+	for after := int64(-1 << 63); ; {
+		batch, err := readRaw(ctx, w, n, after)
+		if err != nil || len(batch) == 0 {
+			return count, err
+		}
+		for _, d := range batch {
+			if err := bson.Raw(d.doc).Validate(); err != nil {
+				return count, fmt.Errorf("document %q: %w", d.id, err)
+			}
+			enc, err := cd.encode(d.doc, shared)
+			if err != nil {
+				return count, fmt.Errorf("document %q: %w", d.id, err)
+			}
+			var b any
+			if enc.shared != nil {
+				if b, err = holdBlob(ctx, w, enc.shared); err != nil {
+					return count, err
+				}
+			}
+			if _, err := w.exec(ctx, "UPDATE "+n.d+" SET doc = ?, b = ? WHERE rid = ?", enc.doc, b, d.rid); err != nil {
+				return count, fmt.Errorf("document %q: %w", d.id, err)
+			}
+		}
+		count += int64(len(batch))
+		after = batch[len(batch)-1].rid
+		batchDone()
+	}
+}
+
+// readRaw reads the next convertBatch documents after rid after, as stored.
+func readRaw(ctx context.Context, w *conn, n names, after int64) ([]*stored, error) {
+	r, err := w.query(ctx, "SELECT rid, id, doc FROM "+n.d+" WHERE rid > ? ORDER BY rid LIMIT ?", []any{after, convertBatch})
+	if err != nil {
+		return nil, err
+	}
+	defer r.close()
+	var out []*stored
+	for r.next() {
+		out = append(out, &stored{rid: r.int64(0), id: r.text(1), doc: r.bytes(2)})
+	}
+	return out, r.err
+}
