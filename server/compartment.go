@@ -89,7 +89,11 @@ func (s *Server) compartmentPage(ctx context.Context, tenant, typ, id string, pa
 // none tells that no resource can match (the query then only carries the
 // result parameters).
 func (s *Server) compartmentQuery(ctx context.Context, tenant, typ, id string, params url.Values, opts search.ParseOptions) (q *search.Query, none bool, err error) {
-	queries, err := s.cfg.Registry.CompartmentQueries(typ, id, params, opts)
+	reg, err := s.tenantRegistry(ctx, tenant)
+	if err != nil {
+		return nil, false, err
+	}
+	queries, err := reg.CompartmentQueries(typ, id, params, opts)
 	if err != nil {
 		return nil, false, err
 	}
@@ -104,7 +108,7 @@ func (s *Server) compartmentQuery(ctx context.Context, tenant, typ, id string, p
 	if len(ids) > 0 { // _id needs a value; without one, parse the rest and answer nothing
 		union.Add("_id", strings.Join(ids, ","))
 	}
-	q, err = s.cfg.Registry.Parse(typ, union, opts)
+	q, err = reg.Parse(typ, union, opts)
 	return q, len(ids) == 0, err
 }
 

@@ -67,7 +67,12 @@ func (s *Server) lastn(c *gin.Context, typ string) {
 		params = cloneValues(params)
 		params.Add("patient", "Patient/"+accessOf(c.Request.Context()).patient)
 	}
-	q, err := s.cfg.Registry.Parse(typ, params, search.ParseOptions{Strict: prefer(c, "handling") == "strict"})
+	reg, err := s.registry(c)
+	if err != nil {
+		s.abort(c, err)
+		return
+	}
+	q, err := reg.Parse(typ, params, search.ParseOptions{Strict: prefer(c, "handling") == "strict"})
 	if err != nil {
 		s.abort(c, searchError(err))
 		return

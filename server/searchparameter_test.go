@@ -600,3 +600,37 @@ func usCoreQueries() []usCoreQuery {
 		{"Patient?_has:Condition:patient:asserted-date=2016-08-10", "example"},
 	}
 }
+
+func TestTenantParametersInCompartmentAndSystemSearches(t *testing.T) {
+	e := newEnv(t)
+	mustWrite(t, e, http.MethodPut, "/Patient/p1", `{"resourceType":"Patient","id":"p1"}`)
+	for _, c := range []string{
+		`{"resourceType":"Condition","id":"c1","subject":{"reference":"Patient/p1"},"extension":[{"url":"http://hl7.org/fhir/StructureDefinition/condition-assertedDate","valueDateTime":"2016-08-10"}]}`,
+		`{"resourceType":"Condition","id":"c2","subject":{"reference":"Patient/p2"},"extension":[{"url":"http://hl7.org/fhir/StructureDefinition/condition-assertedDate","valueDateTime":"2016-08-10"}]}`,
+	} {
+		var head struct{ ID string }
+		_ = json.Unmarshal([]byte(c), &head)
+		mustWrite(t, e, http.MethodPut, "/Condition/"+head.ID, c)
+	}
+	mustWrite(t, e, http.MethodPost, "/SearchParameter", usCoreFiles(t, "SearchParameter-us-core-condition-asserted-date.json")["SearchParameter-us-core-condition-asserted-date.json"])
+	if got := awaitComplete(t, e, "/Condition?asserted-date=2016-08-10").ids(); !slices.Equal(got, []string{"c1", "c2"}) {
+		t.Fatalf("type search: %v", got)
+	}
+	patientScope := *e
+	patientScope.token = scopedToken(t, e.tenant, "patient/*.rs", "p1")
+	for path, want := range map[string][]string{
+		"/Condition?asserted-date=2016-08-10":                     {"c1"},
+		"/Patient/p1/Condition?asserted-date=2016-08-10":          {"c1"},
+		"/?_type=Condition&asserted-date=2016-08-10":              {"c1"},
+		"/Condition?asserted-date=2016-08-10&_summary=count":      nil,
+		"/Condition?asserted-date=2016-08-10&_sort=-_lastUpdated": {"c1"},
+	} {
+		b := spSearch(t, &patientScope, path)
+		if got := b.ids(); !slices.Equal(got, want) {
+			t.Errorf("patient scope, %s: %v, want %v", path, got, want)
+		}
+	}
+	if got := spSearch(t, e, "/?_type=Condition&asserted-date=2016-08-10").ids(); !slices.Equal(got, []string{"c1", "c2"}) {
+		t.Errorf("system search: %v", got)
+	}
+}

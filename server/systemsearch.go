@@ -138,7 +138,11 @@ func (s *Server) systemPart(ctx context.Context, tenant, typ string, params url.
 	case restricted(g, typ):
 		return s.compartmentQuery(ctx, tenant, typ, a.patient, params, opts)
 	}
-	q, err := s.cfg.Registry.Parse(typ, params, opts)
+	reg, err := s.tenantRegistry(ctx, tenant)
+	if err != nil {
+		return nil, false, err
+	}
+	q, err := reg.Parse(typ, params, opts)
 	return q, false, err
 }
 
