@@ -317,23 +317,19 @@ func isNumber(k kind) bool { return k == kInt || k == kDec }
 func isMoment(k kind) bool { return k == kDate || k == kDateTime || k == kTime }
 
 // jsonEqual compares JSON values, numbers by value.
-func jsonEqual(a, b any) bool {
+func jsonEqual(a, b any) bool { return sameJSON(a, b, equalLeaf) }
+
+// sameJSON compares two JSON values of the same shape, their leaves with
+// leaf.
+func sameJSON(a, b any, leaf func(a, b any) bool) bool {
 	switch x := a.(type) {
-	case json.Number:
-		y, ok := b.(json.Number)
-		if !ok {
-			return false
-		}
-		fx, _ := x.Float64()
-		fy, _ := y.Float64()
-		return fx == fy
 	case map[string]any:
 		y, ok := b.(map[string]any)
 		if !ok || len(x) != len(y) {
 			return false
 		}
 		for k, v := range x {
-			if w, ok := y[k]; !ok || !jsonEqual(v, w) {
+			if w, ok := y[k]; !ok || !sameJSON(v, w, leaf) {
 				return false
 			}
 		}
@@ -344,11 +340,25 @@ func jsonEqual(a, b any) bool {
 			return false
 		}
 		for i := range x {
-			if !jsonEqual(x[i], y[i]) {
+			if !sameJSON(x[i], y[i], leaf) {
 				return false
 			}
 		}
 		return true
+	}
+	return leaf(a, b)
+}
+
+// equalLeaf compares two JSON primitives, numbers by value.
+func equalLeaf(a, b any) bool {
+	if x, ok := a.(json.Number); ok {
+		y, ok := b.(json.Number)
+		if !ok {
+			return false
+		}
+		fx, _ := x.Float64()
+		fy, _ := y.Float64()
+		return fx == fy
 	}
 	return reflect.DeepEqual(a, b)
 }
@@ -411,35 +421,15 @@ func equivalentItems(a, b Node) bool {
 }
 
 // jsonEquivalent compares complex values element-wise with ~ on strings.
-func jsonEquivalent(a, b any) bool {
-	switch x := a.(type) {
-	case string:
+func jsonEquivalent(a, b any) bool { return sameJSON(a, b, equivalentLeaf) }
+
+// equivalentLeaf compares two JSON primitives, strings with ~.
+func equivalentLeaf(a, b any) bool {
+	if x, ok := a.(string); ok {
 		y, ok := b.(string)
 		return ok && normalizeSpace(x) == normalizeSpace(y)
-	case map[string]any:
-		y, ok := b.(map[string]any)
-		if !ok || len(x) != len(y) {
-			return false
-		}
-		for k, v := range x {
-			if w, ok := y[k]; !ok || !jsonEquivalent(v, w) {
-				return false
-			}
-		}
-		return true
-	case []any:
-		y, ok := b.([]any)
-		if !ok || len(x) != len(y) {
-			return false
-		}
-		for i := range x {
-			if !jsonEquivalent(x[i], y[i]) {
-				return false
-			}
-		}
-		return true
 	}
-	return jsonEqual(a, b)
+	return equalLeaf(a, b)
 }
 
 // normalizeSpace lower-cases s and collapses its white space.

@@ -57,6 +57,12 @@ func strFn1(f func(string) Node) func(*evalCtx, *callExpr, []Node) ([]Node, erro
 
 // strFn2 builds a function of the input string and one string argument.
 func strFn2(f func(s, arg string) Node) func(*evalCtx, *callExpr, []Node) ([]Node, error) {
+	return strWithArg(func(_ *callExpr, s, arg string) ([]Node, error) { return []Node{f(s, arg)}, nil })
+}
+
+// strWithArg builds a function of the input string and one string
+// argument that may fail or give nothing; either being empty gives empty.
+func strWithArg(f func(call *callExpr, s, arg string) ([]Node, error)) func(*evalCtx, *callExpr, []Node) ([]Node, error) {
 	return func(c *evalCtx, call *callExpr, in []Node) ([]Node, error) {
 		s, ok, err := strInput(call, in)
 		if err != nil || !ok {
@@ -66,7 +72,7 @@ func strFn2(f func(s, arg string) Node) func(*evalCtx, *callExpr, []Node) ([]Nod
 		if err != nil || !ok {
 			return nil, err
 		}
-		return []Node{f(s, a)}, nil
+		return f(call, s, a)
 	}
 }
 
@@ -229,15 +235,7 @@ func fnJoin(c *evalCtx, call *callExpr, in []Node) ([]Node, error) {
 
 // fnCodec builds encode(format) and decode(format): hex, base64, urlbase64.
 func fnCodec(encode bool) func(*evalCtx, *callExpr, []Node) ([]Node, error) {
-	return func(c *evalCtx, call *callExpr, in []Node) ([]Node, error) {
-		s, ok, err := strInput(call, in)
-		if err != nil || !ok {
-			return nil, err
-		}
-		format, ok, err := c.strArg(call, 0)
-		if err != nil || !ok {
-			return nil, err
-		}
+	return strWithArg(func(call *callExpr, s, format string) ([]Node, error) {
 		var enc interface {
 			EncodeToString([]byte) string
 			DecodeString(string) ([]byte, error)
@@ -267,20 +265,12 @@ func fnCodec(encode bool) func(*evalCtx, *callExpr, []Node) ([]Node, error) {
 			return nil, nil
 		}
 		return []Node{strNode(string(b))}, nil
-	}
+	})
 }
 
 // fnEscape builds escape(target) and unescape(target): html, json.
 func fnEscape(escape bool) func(*evalCtx, *callExpr, []Node) ([]Node, error) {
-	return func(c *evalCtx, call *callExpr, in []Node) ([]Node, error) {
-		s, ok, err := strInput(call, in)
-		if err != nil || !ok {
-			return nil, err
-		}
-		target, ok, err := c.strArg(call, 0)
-		if err != nil || !ok {
-			return nil, err
-		}
+	return strWithArg(func(call *callExpr, s, target string) ([]Node, error) {
 		switch {
 		case target == "html" && escape:
 			return []Node{strNode(htmlEscaper.Replace(s))}, nil
@@ -309,7 +299,7 @@ func fnEscape(escape bool) func(*evalCtx, *callExpr, []Node) ([]Node, error) {
 			return []Node{strNode(out)}, nil
 		}
 		return nil, execErr(call.pos, "unknown escape target %q", target)
-	}
+	})
 }
 
 // htmlEscaper escapes the characters HTML gives meaning to.
