@@ -25,12 +25,23 @@ type Stream struct {
 	err     error
 }
 
-// streamBatch is resources evaluated together, and their rows.
+// streamBatch is resources evaluated together (their JSON one after the
+// other in buf, each ending at its ends), and their rows.
 type streamBatch struct {
-	data [][]byte
+	buf  []byte
+	ends []int
 	rows [][]any
 	err  error
 	done chan struct{}
+}
+
+// batches are spent batches, their buffers kept for the next ones.
+var batches = sync.Pool{New: func() any { return &streamBatch{} }}
+
+func newBatch() *streamBatch {
+	b := batches.Get().(*streamBatch)
+	b.buf, b.ends, b.rows, b.err, b.done = b.buf[:0], b.ends[:0], b.rows[:0], nil, make(chan struct{})
+	return b
 }
 
 // streamBatchSize is how many resources a worker evaluates at once.
@@ -60,10 +71,11 @@ func (v *View) NewStream(ctx context.Context, workers int, emit func(row []any) 
 // Add queues one resource's JSON, which it copies.
 func (s *Stream) Add(resourceJSON []byte) error {
 	if s.batch == nil {
-		s.batch = &streamBatch{done: make(chan struct{})}
+		s.batch = newBatch()
 	}
-	s.batch.data = append(s.batch.data, append([]byte(nil), resourceJSON...))
-	if len(s.batch.data) < streamBatchSize {
+	s.batch.buf = append(s.batch.buf, resourceJSON...)
+	s.batch.ends = append(s.batch.ends, len(s.batch.buf))
+	if len(s.batch.ends) < streamBatchSize {
 		return nil
 	}
 	return s.flush()
@@ -120,7 +132,6 @@ func (s *Stream) worker() {
 		if s.ctx.Err() == nil {
 			b.err = s.evalBatch(b)
 		}
-		b.data = nil
 		close(b.done)
 	}
 }
@@ -128,8 +139,10 @@ func (s *Stream) worker() {
 // evalBatch decodes and evaluates the resources of b into b.rows.
 func (s *Stream) evalBatch(b *streamBatch) error {
 	width := len(s.v.columns)
-	for _, data := range b.data {
-		res, err := s.v.Decode(data)
+	start := 0
+	for _, end := range b.ends {
+		res, err := s.v.Decode(b.buf[start:end])
+		start = end
 		if err != nil {
 			return err
 		}
@@ -164,5 +177,7 @@ func (s *Stream) writer() {
 				break
 			}
 		}
+		clear(b.rows)
+		batches.Put(b)
 	}
 }
