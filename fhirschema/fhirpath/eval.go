@@ -205,6 +205,9 @@ type identExpr struct {
 }
 
 func (e *identExpr) eval(c *evalCtx, focus []Node) ([]Node, error) {
+	if isTypeName(e.name) && lookupType(e.name) == nil && len(focus) > 0 && nodeType(focus[0]) == e.name {
+		return focus, nil // a resource type the model does not know (ViewDefinition)
+	}
 	if isTypeName(e.name) && (lookupType(e.name) != nil) {
 		var out []Node
 		for _, n := range focus {
