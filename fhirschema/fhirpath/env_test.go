@@ -239,3 +239,13 @@ func TestOfficialSearchParametersOnEveryExample(t *testing.T) {
 		t.Errorf("only %d evaluations: are the examples there?", evaluated)
 	}
 }
+
+func TestAPathMayStartWithATypeTheModelDoesNotKnow(t *testing.T) {
+	v := decode(t, `{"resourceType":"ViewDefinition","name":"patients","resource":"Patient"}`)
+	if got := eval(t, fhirpath.Env{}, v, "ViewDefinition.name"); got != `["patients"]` {
+		t.Errorf("ViewDefinition.name = %s", got)
+	}
+	if got := eval(t, fhirpath.Env{}, v, "Patient.name"); got != `[]` {
+		t.Errorf("Patient.name of a ViewDefinition = %s, want []", got)
+	}
+}
