@@ -63,6 +63,9 @@ type storeOptions struct {
 	// transactions the database refuses (zero: the store's defaults).
 	recoveryAttempts int
 	recoveryBackoff  time.Duration
+	// memory sizes the embedded database's page caches and mapping (zero:
+	// the engine's defaults).
+	memory memoryOptions
 }
 
 func (so storeOptions) store(logger *zap.Logger) store.Options {
@@ -90,13 +93,13 @@ func openDatabase(ctx context.Context, uri, dataDir string, share bool, so store
 	if isLegacyDataDir(dataDir) {
 		return openLegacy(ctx, dataDir, share, opts, logger)
 	}
-	return openEmbedded(ctx, dataDir, share, opts, logger)
+	return openEmbedded(ctx, dataDir, share, opts, so.memory, logger)
 }
 
 // openEmbedded opens the data dir's SQLite engine. A server holds the data
 // dir's lock while it runs; other processes may still open the files
 // (SQLite coordinates them) for tenant and client commands.
-func openEmbedded(ctx context.Context, dataDir string, share bool, opts store.Options, logger *zap.Logger) (*database, error) {
+func openEmbedded(ctx context.Context, dataDir string, share bool, opts store.Options, mem memoryOptions, logger *zap.Logger) (*database, error) {
 	dir := filepath.Join(dataDir, sqliteDir)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("data dir %s is not writable: %w", dataDir, errors.Unwrap(err))
@@ -114,7 +117,8 @@ func openEmbedded(ctx context.Context, dataDir string, share bool, opts store.Op
 		}
 		d.release, d.owned = lock.unlock, true
 	}
-	eng, err := sqlite.Open(ctx, dir, sqlite.Options{Logger: logger, WordPaths: search.WordListFields(), SharedField: store.SharedField})
+	eng, err := sqlite.Open(ctx, dir, sqlite.Options{Logger: logger, WordPaths: search.WordListFields(), SharedField: store.SharedField,
+		CacheBytes: mem.cacheBytes, MmapBytes: mem.mmapBytes})
 	if err != nil {
 		d.release()
 		return nil, fmt.Errorf("embedded database: %w", err)

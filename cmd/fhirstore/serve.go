@@ -30,7 +30,7 @@ import (
 // indexes exist from the moment a tenant is created.
 var specTypes = []string{"Patient", "QuestionnaireResponse", "Practitioner", "EpisodeOfCare", "DiagnosticReport", "CarePlan", "List", "Questionnaire"}
 
-var serveFlags = []string{"addr", "data-dir", "base-domain", "default-tenant", "mongodb-uri", "max-body-bytes", "max-bundle-entries", "txn-recovery-age", "txn-recovery-attempts", "export-dir", "export-expiry", "export-max-jobs", "export-file-bytes", "export-workers", "sql-timeout", "sql-max-rows", "sql-max-bytes", "sql-cache-bytes", "unknown-profiles", "required-profiles", "subscription-endpoints", "subscription-attempts", "subscription-timeout", "subscription-backoff", "log-level", "shutdown-timeout", "read-header-timeout", "read-timeout", "metrics", "audit", "dev", "issuer", "issuer-jwks-url", "issuer-jwks-file", "issuer-tenants", "audience", "issuer-config", "token-issuer", "token-ttl", "clock-skew"}
+var serveFlags = []string{"addr", "data-dir", "base-domain", "default-tenant", "mongodb-uri", "max-body-bytes", "max-bundle-entries", "txn-recovery-age", "txn-recovery-attempts", "export-dir", "export-expiry", "export-max-jobs", "export-file-bytes", "export-workers", "sql-timeout", "sql-max-rows", "sql-max-bytes", "sql-cache-bytes", "db-cache-bytes", "db-mmap-bytes", "memory-limit-bytes", "unknown-profiles", "required-profiles", "subscription-endpoints", "subscription-attempts", "subscription-timeout", "subscription-backoff", "log-level", "shutdown-timeout", "read-header-timeout", "read-timeout", "metrics", "audit", "dev", "issuer", "issuer-jwks-url", "issuer-jwks-file", "issuer-tenants", "audience", "issuer-config", "token-issuer", "token-ttl", "clock-skew"}
 
 // serve runs the server until ctx is cancelled (SIGINT or SIGTERM).
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -77,6 +77,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("--audit: %q is not true or false", cfg.str("audit"))
 	}
+	mem, err := applyMemory(cfg)
+	if err != nil {
+		return err
+	}
 	var metrics *server.Metrics
 	if withMetrics {
 		metrics = server.NewMetrics()
@@ -121,7 +125,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	validate := viewcheck.Validator(subscription.Validator(registry, subCfg.Endpoints, schemacheck.Validator(validator, policy)))
 	db, err := openDatabase(ctx, cfg.str("mongodb-uri"), dataDir, false, storeOptions{validate: validate, registry: registry, eagerIndexTypes: specTypes, monitor: metrics.CommandMonitor(),
-		recoveryAttempts: int(recoveryAttempts), recoveryBackoff: recoveryAge}, logger)
+		recoveryAttempts: int(recoveryAttempts), recoveryBackoff: recoveryAge, memory: mem}, logger)
 	if err != nil {
 		return err
 	}

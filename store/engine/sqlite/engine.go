@@ -24,6 +24,12 @@ type Options struct {
 	Monitor *event.CommandMonitor
 	// ReadConns is the number of reader connections per file (default 4).
 	ReadConns int
+	// CacheBytes is the page cache of each file (default 16 MiB): half
+	// for its writer, half shared by its readers.
+	CacheBytes int64
+	// MmapBytes is how much of each file its connections map into memory
+	// (default 0: none; pages are read into the page cache).
+	MmapBytes int64
 	// SharedField names a top-level field (one without index entries, such
 	// as the store's "resource") whose values are kept once per file: the
 	// documents holding the same value share it (see codec.go).
@@ -148,7 +154,8 @@ func (e *Engine) file(ctx context.Context, name string) (*file, error) {
 	if f, ok := e.files[name]; ok {
 		return f, nil
 	}
-	f, err := openFile(e.dir, name, fileOptions{readConns: e.opts.ReadConns, words: e.words, stats: &e.stats, codec: e.codec, shared: e.opts.SharedField, log: e.log, converting: e.opts.converting})
+	wm, rm := memoryOf(e.opts.CacheBytes, e.opts.MmapBytes, e.opts.ReadConns)
+	f, err := openFile(e.dir, name, fileOptions{readConns: e.opts.ReadConns, writer: wm, reader: rm, words: e.words, stats: &e.stats, codec: e.codec, shared: e.opts.SharedField, log: e.log, converting: e.opts.converting})
 	if err != nil {
 		return nil, err
 	}

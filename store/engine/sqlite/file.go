@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -20,17 +21,48 @@ const (
 )
 
 // pragmas configure every connection: waiting (not failing) for other
-// processes' writes, and a modest page cache per connection; the writer
-// also sets WAL (so that readers and the writer do not block each other)
-// and NORMAL synchronization (durable at checkpoints). The file's
-// checkpointer copies the WAL into the database after writes; the
-// writer checkpoints itself only when the WAL outgrows 1 GiB (the
-// checkpointer fell behind).
+// processes' writes; the writer also sets WAL (so that readers and the
+// writer do not block each other) and NORMAL synchronization (durable at
+// checkpoints). The file's checkpointer copies the WAL into the database
+// after writes; the writer checkpoints itself only when the WAL outgrows
+// 1 GiB (the checkpointer fell behind). Page caches and memory mapping
+// are sized by memory (below).
 var (
-	pragmas       = []string{"busy_timeout = 10000", "cache_size = -16384", "temp_store = MEMORY", "foreign_keys = 0", "mmap_size = 1073741824"}
+	pragmas       = []string{"busy_timeout = 10000", "temp_store = MEMORY", "foreign_keys = 0"}
 	writerPragmas = []string{"page_size = 8192", "journal_mode = WAL", "synchronous = NORMAL", "wal_autocheckpoint = 131072"}
 	readerPragmas = []string{"query_only = 1"}
 )
+
+// Memory of a file's connections (Options.CacheBytes, Options.MmapBytes):
+// the writer's page cache is half the file's budget, the readers share
+// the other half (each reader's cache is what reads come back to: the
+// reader used last is taken first), the checkpointer keeps SQLite's
+// smallest. Mapping the file makes reads cheaper but counts every page
+// read in the process's resident memory, growing with the file: it is off
+// unless asked for.
+const (
+	defaultCacheBytes = 16 << 20
+	minCacheKiB       = 256
+)
+
+// memory is the page cache and mapping of one kind of connection.
+type memory struct {
+	cacheKiB, mmapBytes int64
+}
+
+func (m memory) pragmas() []string {
+	return []string{fmt.Sprintf("cache_size = -%d", max(m.cacheKiB, minCacheKiB)), fmt.Sprintf("mmap_size = %d", m.mmapBytes)}
+}
+
+// memoryOf splits a file's cache budget between its writer and its
+// readers.
+func memoryOf(cacheBytes, mmapBytes int64, readConns int) (writer, reader memory) {
+	if cacheBytes <= 0 {
+		cacheBytes = defaultCacheBytes
+	}
+	half := cacheBytes / 2 >> 10
+	return memory{half, mmapBytes}, memory{half / int64(max(readConns, 1)), mmapBytes}
+}
 
 // file is one database's SQLite file: its writer and its readers.
 type file struct {
@@ -48,6 +80,8 @@ type file struct {
 	codec  *codec
 	shared string // the engine's Options.SharedField
 
+	readerMemory memory // of each reader
+
 	turns chan struct{} // one per reader in use (at most ReadConns)
 
 	wake        chan struct{} // a write committed: the checkpointer has work
@@ -63,6 +97,8 @@ type file struct {
 // fileOptions are what a file takes of its engine.
 type fileOptions struct {
 	readConns  int
+	writer     memory
+	reader     memory
 	words      *wordPaths
 	stats      *writeStats
 	codec      *codec
@@ -75,7 +111,7 @@ type fileOptions struct {
 // dir, converting a file of an older format (logged to o.log).
 func openFile(dir, name string, o fileOptions) (*file, error) {
 	path := filepath.Join(dir, name+".db")
-	w, err := openConn(path, append(append([]string{}, pragmas...), writerPragmas...))
+	w, err := openConn(path, slices.Concat(pragmas, writerPragmas, o.writer.pragmas()))
 	if err != nil {
 		return nil, classify("open "+path, err)
 	}
@@ -93,6 +129,8 @@ func openFile(dir, name string, o fileOptions) (*file, error) {
 		stats:       o.stats,
 		codec:       o.codec,
 		shared:      o.shared,
+
+		readerMemory: o.reader,
 	}
 	go f.checkpointer()
 	if err := f.open(context.Background(), o); err != nil {
@@ -154,7 +192,7 @@ func (f *file) checkpointer() {
 		}
 		if c == nil {
 			var err error
-			if c, err = openConn(f.path, pragmas); err != nil {
+			if c, err = openConn(f.path, slices.Concat(pragmas, memory{}.pragmas())); err != nil {
 				c = nil // the writer's own checkpoints remain
 				continue
 			}
@@ -200,7 +238,7 @@ func (f *file) take(ctx context.Context) (*conn, error) {
 		return c, nil
 	}
 	f.mu.Unlock()
-	c, err := openConn(f.path, append(append([]string{}, pragmas...), readerPragmas...))
+	c, err := openConn(f.path, slices.Concat(pragmas, readerPragmas, f.readerMemory.pragmas()))
 	if err != nil {
 		<-f.turns
 		return nil, fmt.Errorf("open %s for reading: %w", f.path, err)
