@@ -41,6 +41,7 @@ var errorTable = []struct {
 	status int
 	code   string
 }{
+	{store.ErrSnapshotExpired, http.StatusGone, "processing"},
 	{store.ErrNotFound, http.StatusNotFound, "not-found"},
 	{store.ErrGone, http.StatusGone, "deleted"},
 	{store.ErrPreconditionFailed, http.StatusPreconditionFailed, "conflict"},

@@ -47,6 +47,19 @@ func (f *inflight) pending(t time.Time) bool {
 	return false
 }
 
+// oldest is the earliest instant a write under way may be stamped with
+// (ok false when none is under way).
+func (f *inflight) oldest() (at time.Time, ok bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, w := range f.writes {
+		if !ok || w.Before(at) {
+			at, ok = w, true
+		}
+	}
+	return at, ok
+}
+
 // awaitWritesUpTo waits until the writes of this process that may be
 // stamped at or before t have finished (stored or failed).
 func (s *Store) awaitWritesUpTo(ctx context.Context, t time.Time) error {

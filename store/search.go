@@ -55,9 +55,21 @@ func (s *Store) Search(ctx context.Context, tenant string, q *search.Query) (*Se
 	if cur != nil && len(cur.Values) != len(keys) {
 		return nil, ErrBadCursor
 	}
+	if err := s.checkSnapshot(cur); err != nil {
+		return nil, err
+	}
+	snap := s.snapshotOf(cur)
 	total := s.countAhead(ctx, tenant, q, base)
+	if snap.total != nil {
+		total = &pendingCount{n: *snap.total, done: closedChan()}
+	}
 	defer total.stop()
-	rows, err := s.sortedRows(ctx, coll, q, base, keys, cur)
+	var rows []*searchDoc
+	if snap.at != nil && cur != nil {
+		rows, err = s.snapshotRows(ctx, tenant, coll, q, base, keys, cur)
+	} else {
+		rows, err = s.sortedRows(ctx, coll, q, base, keys, cur)
+	}
 	if err != nil {
 		return nil, s.damaged(ctx, tenant, err)
 	}
@@ -70,8 +82,14 @@ func (s *Store) Search(ctx context.Context, tenant string, q *search.Query) (*Se
 			return nil, err
 		}
 	}
-	if page, err = fillSearchPage(page, q, keys, rows, cur); err != nil {
+	if page.Total >= 0 {
+		snap.total = &page.Total
+	}
+	if page, err = fillSearchPage(page, q, keys, rows, cur, snap); err != nil {
 		return nil, err
+	}
+	if cur == nil && (page.Next != "" || page.Previous != "") {
+		waitPast(snap.at.Time()) // later writes are stamped after the snapshot
 	}
 	if err := s.checkHeldResources(tenant, page.Entries); err != nil {
 		return nil, err
@@ -321,6 +339,10 @@ type searchCursor struct {
 	// Type is the row's resource type in a system search (the last key
 	// of its order, after the id).
 	Type string `bson:"t,omitempty"`
+	// At and Total are the search's snapshot: its time point and total
+	// (see snapshot.go); absent in links of searches that have none.
+	At    *bson.DateTime `bson:"at,omitempty"`
+	Total *int64         `bson:"n,omitempty"`
 }
 
 func encodeSearchCursor(c searchCursor) string {
@@ -707,7 +729,7 @@ func (s *Store) countRows(ctx context.Context, coll engine.Collection, q *search
 	return n, dbError("count "+q.Type, cur.Err())
 }
 
-func fillSearchPage(page *SearchPage, q *search.Query, keys []sortField, rows []*searchDoc, cur *searchCursor) (*SearchPage, error) {
+func fillSearchPage(page *SearchPage, q *search.Query, keys []sortField, rows []*searchDoc, cur *searchCursor, snap snapshot) (*SearchPage, error) {
 	more := len(rows) > q.Count
 	if more {
 		rows = rows[:q.Count]
@@ -731,10 +753,10 @@ func fillSearchPage(page *SearchPage, q *search.Query, keys []sortField, rows []
 		hasNext, hasPrev = true, more
 	}
 	if hasNext {
-		page.Next = encodeSearchCursor(positionOf(rows[len(rows)-1], keys, false))
+		page.Next = encodeSearchCursor(snap.carry(positionOf(rows[len(rows)-1], keys, false)))
 	}
 	if hasPrev {
-		page.Previous = encodeSearchCursor(positionOf(rows[0], keys, true))
+		page.Previous = encodeSearchCursor(snap.carry(positionOf(rows[0], keys, true)))
 	}
 	return page, nil
 }

@@ -137,6 +137,10 @@ type Options struct {
 	// must be before it is taken as abandoned by a crashed process (default
 	// 2m, longer than any transaction should run).
 	LockTimeout, LockLease time.Duration
+	// SnapshotLifetime is how long the links of a search page stay valid
+	// (default DefaultSnapshotLifetime): later pages show the matches as
+	// of the first page, then answer ErrSnapshotExpired.
+	SnapshotLifetime time.Duration
 	// RecoveryAttempts is how many times recovery tries to apply a
 	// committed transaction before it quarantines it (default 5);
 	// RecoveryBackoff the wait after the first failure, doubled after
