@@ -111,18 +111,6 @@ func TestEveryUSCoreExampleIsStoredAgainstTheProfilesItClaims(t *testing.T) {
 	}
 }
 
-// outcomeIssues reads the issues of an OperationOutcome response.
-func outcomeIssues(t testing.TB, r *response) []map[string]any {
-	t.Helper()
-	var oo struct {
-		Issue []map[string]any `json:"issue"`
-	}
-	if err := json.Unmarshal(r.Body, &oo); err != nil {
-		t.Fatalf("not an OperationOutcome: %s", r.Body)
-	}
-	return oo.Issue
-}
-
 // example returns a US Core 6.1.0 example, decoded, to change.
 func example(t testing.TB, file string) map[string]any {
 	t.Helper()
