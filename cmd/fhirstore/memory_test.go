@@ -16,7 +16,7 @@ func TestMemorySettings(t *testing.T) {
 		limit int64 // the runtime's limit afterwards; 0: untouched
 		err   string
 	}{
-		{"the defaults", nil, memoryOptions{cacheBytes: 16 << 20}, 80 << 20, ""},
+		{"the defaults", nil, memoryOptions{cacheBytes: 8 << 20}, 64 << 20, ""},
 		{"a bigger cache, a mapping and no limit of ours", []string{"--db-cache-bytes", "67108864", "--db-mmap-bytes", "1073741824", "--memory-limit-bytes", "0"},
 			memoryOptions{cacheBytes: 64 << 20, mmapBytes: 1 << 30}, 0, ""},
 		{"a cache under 1 MiB", []string{"--db-cache-bytes", "1000"}, memoryOptions{}, 0, "--db-cache-bytes"},

@@ -185,7 +185,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	h := server.New(srvCfg, db.store, verifier, logger)
 	httpSrv := &http.Server{
-		Handler:           h,
+		Handler:           newTrimmer(h),
 		ReadHeaderTimeout: readHeaderTimeout, // slow clients must not hold connections open
 		ReadTimeout:       readTimeout,
 		IdleTimeout:       2 * time.Minute,
