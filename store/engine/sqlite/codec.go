@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/klauspost/compress/zstd"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
@@ -50,7 +51,17 @@ var dictionary []byte
 type codec struct {
 	enc *zstd.Encoder
 	dec *zstd.Decoder
+
+	// recent keeps the stored forms of the shared values compressed last:
+	// a write stores the same resource twice (its history row, then its
+	// current row), compressed once.
+	mu     sync.Mutex
+	recent map[string][]byte
+	order  []string
 }
+
+// recentBlobs is how many stored forms of shared values codec keeps.
+const recentBlobs = 256
 
 // newCodec readies the encoder and decoder of the dictionary.
 func newCodec() (*codec, error) {
@@ -142,7 +153,29 @@ func (c *codec) encodeBlob(t bsoncore.Type, data []byte) *blob {
 	h := sha256.New()
 	h.Write([]byte{byte(t)})
 	h.Write(data)
-	return &blob{hash: h.Sum(nil)[:16], z: c.enc.EncodeAll(data, []byte{docTag, byte(t)})}
+	b := &blob{hash: h.Sum(nil)[:16]}
+	key := string(b.hash)
+	c.mu.Lock()
+	b.z = c.recent[key]
+	c.mu.Unlock()
+	if b.z != nil {
+		return b
+	}
+	b.z = c.enc.EncodeAll(data, []byte{docTag, byte(t)})
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.recent == nil {
+		c.recent = make(map[string][]byte, recentBlobs)
+	}
+	if _, ok := c.recent[key]; !ok {
+		if len(c.order) == recentBlobs {
+			delete(c.recent, c.order[0])
+			c.order = c.order[1:]
+		}
+		c.recent[key] = b.z
+		c.order = append(c.order, key)
+	}
+	return b
 }
 
 // storedParts are a document's parts as read from its row: what decode
