@@ -52,7 +52,7 @@ func benchEngine(b *testing.B, n int) *Engine {
 	marker := filepath.Join(dir, "built")
 	_, err := os.Stat(marker)
 	built := err == nil
-	e, err := Open(context.Background(), dir, Options{})
+	e, err := Open(context.Background(), dir, Options{SharedField: "resource"}) // as the store opens it
 	if err != nil {
 		b.Fatal(err)
 	}
