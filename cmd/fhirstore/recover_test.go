@@ -26,7 +26,7 @@ func openDataDirStore(t *testing.T, dir string, fault func(string) error) *store
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng, err := sqlite.Open(ctx, filepath.Join(dir, sqliteDir), sqlite.Options{WordPaths: search.WordListFields()})
+	eng, err := sqlite.Open(ctx, filepath.Join(dir, sqliteDir), sqlite.Options{WordPaths: search.WordListFields(), SharedField: store.SharedField})
 	if err != nil {
 		t.Fatal(err)
 	}
