@@ -44,7 +44,7 @@ var settings = []setting{
 	{"sql-cache-bytes", "FHIRSTORE_SQL_CACHE_BYTES", "67108864", "memory of the page cache of a $sqlquery-run's private database; beyond it, sorts and temporary results go to temporary files"},
 	{"db-cache-bytes", "FHIRSTORE_DB_CACHE_BYTES", "8388608", "page cache of each file of the embedded database: half for its writer, half shared by its readers"},
 	{"db-mmap-bytes", "FHIRSTORE_DB_MMAP_BYTES", "0", "bytes of each file of the embedded database mapped into memory (faster reads, but every page read counts in resident memory); 0 maps none"},
-	{"memory-limit-bytes", "FHIRSTORE_MEMORY_LIMIT_BYTES", "67108864", "soft limit of the Go heap in bytes: the garbage collector works harder near it; 0 leaves the runtime's (GOMEMLIMIT, or none)"},
+	{"memory-limit-bytes", "FHIRSTORE_MEMORY_LIMIT_BYTES", "0", "soft limit of the Go heap in bytes: the garbage collector works harder near it; 0 leaves the runtime's (GOMEMLIMIT, or none)"},
 	{"log-level", "FHIRSTORE_LOG_LEVEL", "info", "log level: debug, info, warn or error"},
 	{"shutdown-timeout", "FHIRSTORE_SHUTDOWN_TIMEOUT", "20s", "how long a graceful shutdown waits for requests in flight"},
 	{"read-header-timeout", "FHIRSTORE_READ_HEADER_TIMEOUT", "10s", "how long a client may take to send a request's headers before the connection is cut"},

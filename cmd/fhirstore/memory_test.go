@@ -16,9 +16,9 @@ func TestMemorySettings(t *testing.T) {
 		limit int64 // the runtime's limit afterwards; 0: untouched
 		err   string
 	}{
-		{"the defaults", nil, memoryOptions{cacheBytes: 8 << 20}, 64 << 20, ""},
-		{"a bigger cache, a mapping and no limit of ours", []string{"--db-cache-bytes", "67108864", "--db-mmap-bytes", "1073741824", "--memory-limit-bytes", "0"},
-			memoryOptions{cacheBytes: 64 << 20, mmapBytes: 1 << 30}, 0, ""},
+		{"the defaults", nil, memoryOptions{cacheBytes: 8 << 20}, 0, ""},
+		{"a bigger cache, a mapping and a limit", []string{"--db-cache-bytes", "67108864", "--db-mmap-bytes", "1073741824", "--memory-limit-bytes", "268435456"},
+			memoryOptions{cacheBytes: 64 << 20, mmapBytes: 1 << 30}, 256 << 20, ""},
 		{"a cache under 1 MiB", []string{"--db-cache-bytes", "1000"}, memoryOptions{}, 0, "--db-cache-bytes"},
 		{"a negative mapping", []string{"--db-mmap-bytes", "-1"}, memoryOptions{}, 0, "--db-mmap-bytes"},
 		{"a negative limit", []string{"--memory-limit-bytes", "-5"}, memoryOptions{}, 0, "--memory-limit-bytes"},
