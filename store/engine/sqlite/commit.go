@@ -96,6 +96,9 @@ func (f *file) commit(batch []*writeReq) (again []*writeReq) {
 		finishAll(batch, err)
 		return nil
 	}
+	if len(batch) == 1 { // alone, a write needs no savepoint: a failure rolls back its transaction
+		return f.commitOne(batch[0])
+	}
 	var ok []*writeReq
 	for i, r := range batch {
 		if err := r.ctx.Err(); err != nil {
@@ -117,10 +120,32 @@ func (f *file) commit(batch []*writeReq) (again []*writeReq) {
 		r.finish(err)
 		return append(ok, batch[i+1:]...)
 	}
-	if _, err := f.w.exec(bg, "COMMIT"); err != nil {
+	f.finishCommit(ok)
+	return nil
+}
+
+// commitOne runs a write queued alone in the transaction begun for it.
+func (f *file) commitOne(r *writeReq) []*writeReq {
+	err := r.ctx.Err()
+	if err == nil {
+		err = f.run(r)
+	}
+	if err != nil {
+		f.rollback()
+		r.finish(err)
+		return nil
+	}
+	f.finishCommit([]*writeReq{r})
+	return nil
+}
+
+// finishCommit commits the transaction of the writes ok, which succeeded,
+// and gives them their outcome.
+func (f *file) finishCommit(ok []*writeReq) {
+	if _, err := f.w.exec(context.Background(), "COMMIT"); err != nil {
 		f.rollback()
 		finishAll(ok, fmt.Errorf("commit: %w", err))
-		return nil
+		return
 	}
 	f.w.codes.end(true)
 	f.stats.transactions.Add(1)
@@ -130,7 +155,18 @@ func (f *file) commit(batch []*writeReq) (again []*writeReq) {
 	case f.wake <- struct{}{}:
 	default: // the checkpointer will see this write too
 	}
-	return nil
+}
+
+// run runs r's fn, turning a panic into an error (the panic is kept for
+// r's own goroutine).
+func (f *file) run(r *writeReq) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			r.pan = fmt.Sprintf("%v\n%s", p, debug.Stack())
+			err = fmt.Errorf("write panicked: %v", p)
+		}
+	}()
+	return r.fn(context.WithoutCancel(r.ctx), f.w)
 }
 
 // savepoint runs r's fn in a savepoint, rolled back when fn fails or
@@ -142,10 +178,6 @@ func (f *file) savepoint(r *writeReq) (err error) {
 	}
 	mark := f.w.codes.mark()
 	defer func() {
-		if p := recover(); p != nil {
-			r.pan = fmt.Sprintf("%v\n%s", p, debug.Stack())
-			err = fmt.Errorf("write panicked: %v", p)
-		}
 		if err == nil || !f.inTransaction() {
 			return
 		}
@@ -155,7 +187,7 @@ func (f *file) savepoint(r *writeReq) (err error) {
 		}
 		_, _ = f.w.exec(bg, "RELEASE w")
 	}()
-	if err := r.fn(context.WithoutCancel(r.ctx), f.w); err != nil {
+	if err := f.run(r); err != nil {
 		return err
 	}
 	if _, err := f.w.exec(bg, "RELEASE w"); err != nil {
