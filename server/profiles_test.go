@@ -47,6 +47,9 @@ func usCorePackage(t testing.TB, version string) *igpackage.Package {
 // tenant in one transaction, as fhirstore load does.
 func (e *env) install(p *igpackage.Package) {
 	e.t.Helper()
+	if testing.Short() {
+		e.t.Skip("installs a US Core package: run without -short")
+	}
 	r := e.post("/", string(igpackage.Transaction(p.Resources)))
 	if r.Status != http.StatusOK {
 		e.t.Fatalf("install %s: %d %.2000s", p.Key(), r.Status, r.Body)
