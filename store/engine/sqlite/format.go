@@ -60,10 +60,17 @@ func (f *file) upgradeDocs(ctx context.Context, converting func(coll string, com
 	if err != nil {
 		return fmt.Errorf("mark the file converted: %w", err)
 	}
-	if len(colls) > 0 {
-		f.log.Info("converted the documents of an older file: compressed, shared values kept once",
-			zap.String("file", f.path), zap.Int("collections", len(colls)), zap.Int64("documents", docs), zap.Duration("took", time.Since(start)))
+	if len(colls) == 0 {
+		return nil
 	}
+	// The documents shrank in place, leaving their pages mostly empty:
+	// the file is rewritten once, compactly (in a transaction of its own:
+	// a kill leaves the converted file as it was).
+	if err := f.w.run(ctx, "VACUUM"); err != nil {
+		return fmt.Errorf("compact the converted file: %w", err)
+	}
+	f.log.Info("converted the documents of an older file: compressed, shared values kept once, the file compacted",
+		zap.String("file", f.path), zap.Int("collections", len(colls)), zap.Int64("documents", docs), zap.Duration("took", time.Since(start)))
 	return nil
 }
 
