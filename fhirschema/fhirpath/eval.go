@@ -317,7 +317,7 @@ func child(out []Node, n Node, m map[string]any, name string) (_ []Node, has boo
 			return out, false
 		}
 		for i, key := range el.keys {
-			out = appendJSON(out, m[key], el.types[i], m["_"+key])
+			out = appendJSON(out, m[key], el.types[i], m[el.extKeys[i]])
 		}
 		return out, true
 	}

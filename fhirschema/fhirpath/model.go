@@ -23,6 +23,8 @@ type elemInfo struct {
 	types []string
 	array bool
 	keys  []string // the JSON property of each type: value, or valueQuantity… for a choice
+	// extKeys are the _name twins of keys (_value, _valueQuantity…).
+	extKeys []string
 }
 
 // typeInfo is one type of the model.
@@ -53,6 +55,7 @@ var model = sync.OnceValue(func() map[string]*typeInfo {
 					key += upperFirst(typ)
 				}
 				ei.keys = append(ei.keys, key)
+				ei.extKeys = append(ei.extKeys, "_"+key)
 			}
 			ti.elems[el] = ei
 			ti.names = append(ti.names, el)
