@@ -5,26 +5,63 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 
 	"fhirstore/fhirschema/fhirpath"
 )
 
-// evaluator is the state of a view's evaluation over one resource.
+// evaluator is the state of a view's evaluation, one resource at a
+// time: a Stream's worker keeps one for all the resources it evaluates.
 type evaluator struct {
 	ctx  context.Context
 	v    *View
-	env  *fhirpath.Env
 	res  map[string]any
 	row  []any
 	emit func([]any) error
 	rows int
+	// env is made on the first path evaluated by the FHIRPath engine;
+	// index is %rowIndex, envIndex the value env holds (-1: none yet).
+	env             *fhirpath.Env
+	index, envIndex int
+	// buf holds the nodes a Navigation selects (see eval).
+	buf []fhirpath.Node
 }
 
-func (v *View) newEvaluator(ctx context.Context, resource map[string]any, emit func([]any) error) *evaluator {
-	vars := make(map[string][]fhirpath.Node, len(v.constants)+1)
-	maps.Copy(vars, v.constants)
-	return &evaluator{ctx: ctx, v: v, res: resource, emit: emit, row: make([]any, len(v.columns)),
-		env: &fhirpath.Env{Resource: resource, Vars: vars}}
+func (v *View) newEvaluator(ctx context.Context) *evaluator {
+	return &evaluator{ctx: ctx, v: v, row: make([]any, len(v.columns))}
+}
+
+// run evaluates the view over one resource, calling emit with each row.
+func (ev *evaluator) run(resource map[string]any, emit func([]any) error) error {
+	if rt, _ := resource["resourceType"].(string); rt != ev.v.Resource {
+		return nil
+	}
+	ev.res, ev.emit, ev.rows = resource, emit, 0
+	clear(ev.row)
+	if ev.env != nil {
+		ev.env.Resource = resource
+	}
+	defer func() { ev.res, ev.emit = nil, nil }()
+	keep, err := ev.where()
+	if err != nil || !keep {
+		return err
+	}
+	return ev.v.root.run(ev, []fhirpath.Node{fhirpath.ResourceNode(resource)}, 0, ev.emitRow)
+}
+
+// engineEnv is the environment of a path evaluated by the FHIRPath
+// engine: the resource, the view's constants and %rowIndex.
+func (ev *evaluator) engineEnv() *fhirpath.Env {
+	if ev.env == nil {
+		vars := make(map[string][]fhirpath.Node, len(ev.v.constants)+1)
+		maps.Copy(vars, ev.v.constants)
+		ev.env, ev.envIndex = &fhirpath.Env{Resource: ev.res, Vars: vars}, -1
+	}
+	if ev.envIndex != ev.index {
+		ev.env.Vars["rowIndex"] = []fhirpath.Node{{Value: int64(ev.index), Type: "System.Integer"}}
+		ev.envIndex = ev.index
+	}
+	return ev.env
 }
 
 // failf is an evaluation error of the resource at element at.
@@ -33,9 +70,24 @@ func (ev *evaluator) failf(at, format string, args ...any) error {
 	return &EvalError{Resource: ev.v.Resource + "/" + id, Expression: at, Msg: fmt.Sprintf(format, args...)}
 }
 
-// eval evaluates p on focus, an input collection of at most one node.
-func (ev *evaluator) eval(p *path, focus []fhirpath.Node) ([]fhirpath.Node, error) {
-	out, err := p.expr.Eval(ev.ctx, ev.env, focus)
+// eval evaluates p on focus, an input collection of at most one node. A
+// path that only walks down elements is a Navigation, whose nodes are in
+// ev.buf until the next eval: a caller keeping them asks for own.
+func (ev *evaluator) eval(p *path, focus []fhirpath.Node, own bool) ([]fhirpath.Node, error) {
+	if len(focus) == 1 {
+		if nav := p.navigation(focus[0].Type); nav != nil {
+			if out, ok := nav.Select(focus[0], &ev.buf); ok {
+				if p.refKeys {
+					out = referenceKeys(out, p.refType)
+				}
+				if own {
+					out = slices.Clone(out)
+				}
+				return out, nil
+			}
+		}
+	}
+	out, err := p.expr.Eval(ev.ctx, ev.engineEnv(), focus)
 	if err != nil {
 		if ctxErr := ev.ctx.Err(); ctxErr != nil {
 			return nil, ctxErr
@@ -70,9 +122,9 @@ func referenceKeys(out []fhirpath.Node, typ string) []fhirpath.Node {
 // an error.
 func (ev *evaluator) where() (bool, error) {
 	focus := []fhirpath.Node{fhirpath.ResourceNode(ev.res)}
-	ev.setIndex(0)
+	ev.index = 0
 	for _, p := range ev.v.where {
-		out, err := ev.eval(p, focus)
+		out, err := ev.eval(p, focus, false)
 		if err != nil {
 			return false, err
 		}
@@ -98,11 +150,6 @@ func describe(out []fhirpath.Node) string {
 		return "a " + out[0].Type
 	}
 	return fmt.Sprintf("%v", fhirpath.JSONValue(out[0]))
-}
-
-// setIndex sets %rowIndex.
-func (ev *evaluator) setIndex(i int) {
-	ev.env.Vars["rowIndex"] = []fhirpath.Node{{Value: int64(i), Type: "System.Integer"}}
 }
 
 // emitRow hands the current row on, counting the rows of the resource.
@@ -146,7 +193,7 @@ func (s *selectNode) run(ev *evaluator, focus []fhirpath.Node, index int, next f
 func (s *selectNode) foci(ev *evaluator, focus []fhirpath.Node) (foci []fhirpath.Node, own bool, err error) {
 	switch {
 	case s.forEach != nil:
-		foci, err = ev.eval(s.forEach, focus)
+		foci, err = ev.eval(s.forEach, focus, true)
 		return foci, true, err
 	case len(s.repeat) > 0:
 		if len(focus) > 0 {
@@ -163,7 +210,7 @@ func (s *selectNode) descend(ev *evaluator, n []fhirpath.Node, depth int, out *[
 		return ev.failf(s.at+".repeat", "repeat goes deeper than %d levels", ev.v.limits.MaxRepeatDepth)
 	}
 	for _, p := range s.repeat {
-		kids, err := ev.eval(p, n)
+		kids, err := ev.eval(p, n, true)
 		if err != nil {
 			return err
 		}
@@ -183,9 +230,9 @@ func (s *selectNode) descend(ev *evaluator, n []fhirpath.Node, depth int, out *[
 // produce fills s's columns from focus f (at most one node) and the rest of its part of the
 // row from its nested selects and unionAll, calling next for each row.
 func (s *selectNode) produce(ev *evaluator, f []fhirpath.Node, index int, next func() error) error {
-	ev.setIndex(index)
+	ev.index = index
 	for _, c := range s.columns {
-		out, err := ev.eval(c.path, f)
+		out, err := ev.eval(c.path, f, false)
 		if err != nil {
 			return err
 		}

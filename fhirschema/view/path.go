@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync/atomic"
 
 	"fhirstore/fhirschema"
 	"fhirstore/fhirschema/fhirpath"
@@ -18,6 +19,28 @@ type path struct {
 	// references it keys (see referenceTail); refType is its type.
 	refKeys bool
 	refType string
+	// nav is the path compiled as a Navigation for the type of the last
+	// focus it was evaluated on (see navigation).
+	nav atomic.Pointer[navigation]
+}
+
+// navigation is a path's Navigation from a focus of type typ; nil when
+// the path is more than a walk down elements.
+type navigation struct {
+	typ string
+	nav *fhirpath.Navigation
+}
+
+// navigation returns the path's Navigation from a focus of type typ,
+// compiling it on first use: a view's paths see one type of focus each,
+// almost always.
+func (p *path) navigation(typ string) *fhirpath.Navigation {
+	if n := p.nav.Load(); n != nil && n.typ == typ {
+		return n.nav
+	}
+	n := &navigation{typ: typ, nav: p.expr.Navigation(typ)}
+	p.nav.Store(n)
+	return n.nav
 }
 
 // reservedVars are the environment variables a view's paths may name

@@ -14,7 +14,7 @@ import (
 )
 
 // syntheaResources reads every resource of the Synthea sample's bundles.
-func syntheaResources(t *testing.T) []map[string]any {
+func syntheaResources(t testing.TB) []map[string]any {
 	t.Helper()
 	files, _ := filepath.Glob("../../testdata/synthea/*.json")
 	var out []map[string]any
@@ -207,4 +207,44 @@ func firstDiff(got, want []string) string {
 		}
 	}
 	return ""
+}
+
+// TestAStreamGivesTheRowsEvalGives: over the whole sample, a Stream (its
+// workers reusing their state from one resource to the next) gives the
+// rows Eval gives, in the order of the resources.
+func TestAStreamGivesTheRowsEvalGives(t *testing.T) {
+	resources := syntheaResources(t)
+	for _, tc := range syntheaCases {
+		t.Run(tc.name, func(t *testing.T) {
+			v, err := view.Compile([]byte(tc.view), view.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got, want []string
+			s := v.NewStream(context.Background(), 2, func(row []any) error {
+				got = append(got, render(row))
+				return nil
+			})
+			for _, full := range resources {
+				data, _ := json.Marshal(full)
+				if err := s.Add(data); err != nil {
+					t.Fatal(err)
+				}
+				r, _ := view.Decode(data)
+				err = v.Eval(context.Background(), r, func(row []any) error {
+					want = append(want, render(row))
+					return nil
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if len(want) == 0 || !slices.Equal(got, want) {
+				t.Fatalf("%d rows, want %d; first differences: %v", len(got), len(want), firstDiff(got, want))
+			}
+		})
+	}
 }

@@ -139,13 +139,5 @@ func (e *EvalError) Error() string {
 // reused: emit must copy what it keeps. A resource of another type than
 // the view's yields no row.
 func (v *View) Eval(ctx context.Context, resource map[string]any, emit func(row []any) error) error {
-	if rt, _ := resource["resourceType"].(string); rt != v.Resource {
-		return nil
-	}
-	ev := v.newEvaluator(ctx, resource, emit)
-	keep, err := ev.where()
-	if err != nil || !keep {
-		return err
-	}
-	return v.root.run(ev, []fhirpath.Node{fhirpath.ResourceNode(resource)}, 0, ev.emitRow)
+	return v.newEvaluator(ctx).run(resource, emit)
 }
