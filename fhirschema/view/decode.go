@@ -1,6 +1,7 @@
 package view
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,29 +14,37 @@ import (
 // Decode reads a resource's JSON as Eval takes it: objects as
 // map[string]any, arrays as []any, numbers as json.Number. It does the
 // work of a json.Decoder with UseNumber in a fraction of the time, which
-// a view over many resources spends mostly decoding them.
+// a view over many resources spends mostly decoding them. The strings it
+// returns share one copy of data.
 func Decode(data []byte) (map[string]any, error) {
-	return decode(data, nil)
+	return decode(data, nil, nil)
 }
 
 // Decode is the package's Decode keeping only the top-level elements the
 // view can read: a view of a few columns skips most of each resource.
 func (v *View) Decode(data []byte) (map[string]any, error) {
+	return v.decode(data, nil)
+}
+
+// decode is Decode with the values of values, when not nil.
+func (v *View) decode(data []byte, values *valueTable) (map[string]any, error) {
 	if v.reached == nil {
-		return decode(data, nil)
+		return decode(data, nil, values)
 	}
-	return decode(data, func(key string) bool { return keepKey(v.reached, key) })
+	return decode(data, func(key string) bool { return keepKey(v.reached, key) }, values)
 }
 
 // decode reads a resource, its top-level elements filtered by keep (nil
-// keeps all).
-func decode(data []byte, keep func(string) bool) (map[string]any, error) {
-	d := &decoder{data: data, keep: keep}
+// keeps all), taking the values of the elements sharedValueKeys names
+// from values (nil: none).
+func decode(data []byte, keep func(string) bool, values *valueTable) (map[string]any, error) {
+	d := &decoder{data: data, keep: keep, values: values}
 	d.space()
 	if d.i >= len(d.data) || d.data[d.i] != '{' {
 		return nil, errors.New("decode resource: not a JSON object")
 	}
-	v, err := d.value(0)
+	d.src = string(data)
+	v, err := d.value(0, false)
 	if err != nil {
 		return nil, fmt.Errorf("decode resource: %w", err)
 	}
@@ -52,9 +61,51 @@ const maxNesting = 512
 // decoder reads one JSON document.
 type decoder struct {
 	data []byte
-	i    int
-	buf  []byte
-	keep func(string) bool
+	// src is data as a string: the strings read without escapes are
+	// slices of it, not copies each.
+	src    string
+	i      int
+	buf    []byte
+	keep   func(string) bool
+	values *valueTable
+}
+
+// sharedValueKeys are the elements whose values recur from one resource
+// to the next (codes, systems, units, references to the same patient): a
+// Stream's worker keeps them, each boxed in an interface once.
+var sharedValueKeys = map[string]bool{
+	"resourceType": true, "system": true, "code": true, "display": true, "unit": true, "status": true,
+	"use": true, "type": true, "reference": true, "text": true, "url": true, "gender": true,
+	"language": true, "intent": true, "versionId": true, "profile": true, "currency": true,
+}
+
+// valueTable holds values already read, boxed, by their text.
+type valueTable struct{ m map[string]any }
+
+// Bounds of a valueTable: a longer string is not kept, and a full table
+// starts afresh.
+const (
+	maxSharedValue  = 128
+	maxSharedValues = 8192
+)
+
+func newValueTable() *valueTable { return &valueTable{m: make(map[string]any, 256)} }
+
+// value is s boxed, from the table when it holds it.
+func (t *valueTable) value(s string) any {
+	if v, ok := t.m[s]; ok {
+		return v
+	}
+	if len(s) > maxSharedValue {
+		return s
+	}
+	if len(t.m) >= maxSharedValues {
+		clear(t.m)
+	}
+	s = strings.Clone(s) // not the resource's JSON, which the table would keep
+	v := any(s)
+	t.m[s] = v
+	return v
 }
 
 // keyNames are the element names of FHIR resources: a key that is one is
@@ -89,7 +140,7 @@ func (d *decoder) space() {
 	}
 }
 
-func (d *decoder) value(depth int) (any, error) {
+func (d *decoder) value(depth int, shared bool) (any, error) {
 	if depth > maxNesting {
 		return nil, d.errorf("nested deeper than %d", maxNesting)
 	}
@@ -101,9 +152,13 @@ func (d *decoder) value(depth int) (any, error) {
 	case c == '{':
 		return d.object(depth)
 	case c == '[':
-		return d.array(depth)
+		return d.array(depth, shared)
 	case c == '"':
-		return d.str()
+		s, err := d.str()
+		if shared && err == nil {
+			return d.values.value(s), nil
+		}
+		return s, err
 	case c == 't':
 		return true, d.literal("true")
 	case c == 'f':
@@ -152,7 +207,7 @@ func (d *decoder) object(depth int) (map[string]any, error) {
 				return nil, err
 			}
 		} else {
-			v, err := d.value(depth + 1)
+			v, err := d.value(depth+1, d.values != nil && sharedValueKeys[k])
 			if err != nil {
 				return nil, err
 			}
@@ -174,7 +229,7 @@ func (d *decoder) object(depth int) (map[string]any, error) {
 	}
 }
 
-func (d *decoder) array(depth int) ([]any, error) {
+func (d *decoder) array(depth int, shared bool) ([]any, error) {
 	d.i++
 	arr := make([]any, 0, 4)
 	d.space()
@@ -183,7 +238,7 @@ func (d *decoder) array(depth int) ([]any, error) {
 		return arr, nil
 	}
 	for {
-		v, err := d.value(depth + 1)
+		v, err := d.value(depth+1, shared)
 		if err != nil {
 			return nil, err
 		}
@@ -214,11 +269,44 @@ func (d *decoder) number() (json.Number, error) {
 		}
 		break
 	}
-	s := string(d.data[start:d.i])
+	s := d.src[start:d.i]
+	if plainNumber(s) {
+		return json.Number(s), nil
+	}
 	if _, err := strconv.ParseFloat(s, 64); err != nil && !isRangeError(err) {
 		return "", d.errorf("invalid number %q", s)
 	}
 	return json.Number(s), nil
+}
+
+// plainNumber tells whether s is a number as JSON writes it, without
+// exponent: -?(0|[1-9][0-9]*)(.[0-9]+)?, which ParseFloat reads.
+func plainNumber(s string) bool {
+	i := 0
+	if i < len(s) && s[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(s) && s[i] == '0':
+		i++
+	case i < len(s) && '1' <= s[i] && s[i] <= '9':
+		for i < len(s) && '0' <= s[i] && s[i] <= '9' {
+			i++
+		}
+	default:
+		return false
+	}
+	if i < len(s) && s[i] == '.' {
+		i++
+		digits := i
+		for i < len(s) && '0' <= s[i] && s[i] <= '9' {
+			i++
+		}
+		if i == digits {
+			return false
+		}
+	}
+	return i == len(s)
 }
 
 func isRangeError(err error) bool {
@@ -249,7 +337,7 @@ func (d *decoder) str() (string, error) {
 		c := d.data[d.i]
 		switch {
 		case c == '"':
-			s := string(d.data[start:d.i])
+			s := d.src[start:d.i]
 			d.i++
 			return s, nil
 		case c == '\\':
@@ -370,15 +458,23 @@ func (d *decoder) skip() error {
 	return d.errorf("unexpected end")
 }
 
+// skipString passes over a string: to the first quote after an even
+// number of backslashes.
 func (d *decoder) skipString() error {
-	for d.i++; d.i < len(d.data); d.i++ {
-		switch d.data[d.i] {
-		case '\\':
-			d.i++
-		case '"':
-			d.i++
+	for i := d.i + 1; ; i++ {
+		j := bytes.IndexByte(d.data[i:], '"')
+		if j < 0 {
+			d.i = len(d.data)
+			return d.errorf("unterminated string")
+		}
+		i += j
+		k := i - 1
+		for k > d.i && d.data[k] == '\\' {
+			k--
+		}
+		if (i-1-k)%2 == 0 {
+			d.i = i + 1
 			return nil
 		}
 	}
-	return d.errorf("unterminated string")
 }

@@ -145,7 +145,7 @@ func BenchmarkDecodeSyntheaObservation(b *testing.B) {
 // and every element when a path can see the whole resource.
 func TestAViewDecodesOnlyTheElementsItReads(t *testing.T) {
 	data := []byte(`{"resourceType":"Observation","id":"o","status":"final","_status":{"id":"s"},"code":{"text":"c"},
-		"valueQuantity":{"value":1.5},"component":[{"code":{"text":"x"}}],"note":[{"text":"n \"}\" ]"}],"issued":"2024-01-01T00:00:00Z"}`)
+		"valueQuantity":{"value":1.5},"component":[{"code":{"text":"x"}}],"note":[{"text":"n \"}\" ]"}],"method":{"text":"a backslash \\"},"issued":"2024-01-01T00:00:00Z"}`)
 	for _, tc := range []struct {
 		view string
 		keys []string
@@ -153,9 +153,9 @@ func TestAViewDecodesOnlyTheElementsItReads(t *testing.T) {
 		{`{"resource":"Observation","select":[{"column":[{"name":"v","path":"value.ofType(Quantity).value"},{"name":"s","path":"status"}]}]}`,
 			[]string{"_status", "id", "resourceType", "status", "valueQuantity"}},
 		{`{"resource":"Observation","select":[{"column":[{"name":"n","path":"descendants().count()"}]}]}`,
-			[]string{"_status", "code", "component", "id", "issued", "note", "resourceType", "status", "valueQuantity"}},
+			[]string{"_status", "code", "component", "id", "issued", "method", "note", "resourceType", "status", "valueQuantity"}},
 		{`{"resource":"Observation","select":[{"column":[{"name":"r","path":"$this"}]}]}`,
-			[]string{"_status", "code", "component", "id", "issued", "note", "resourceType", "status", "valueQuantity"}},
+			[]string{"_status", "code", "component", "id", "issued", "method", "note", "resourceType", "status", "valueQuantity"}},
 	} {
 		v, err := view.Compile([]byte(tc.view), view.Options{})
 		if err != nil {

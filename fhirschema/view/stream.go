@@ -28,11 +28,12 @@ type Stream struct {
 // streamBatch is resources evaluated together (their JSON one after the
 // other in buf, each ending at its ends), and their rows.
 type streamBatch struct {
-	buf  []byte
-	ends []int
-	rows [][]any
-	err  error
-	done chan struct{}
+	buf   []byte
+	ends  []int
+	cells []any
+	rows  [][]any
+	err   error
+	done  chan struct{}
 }
 
 // batches are spent batches, their buffers kept for the next ones.
@@ -40,7 +41,7 @@ var batches = sync.Pool{New: func() any { return &streamBatch{} }}
 
 func newBatch() *streamBatch {
 	b := batches.Get().(*streamBatch)
-	b.buf, b.ends, b.rows, b.err, b.done = b.buf[:0], b.ends[:0], b.rows[:0], nil, make(chan struct{})
+	b.buf, b.ends, b.cells, b.rows, b.err, b.done = b.buf[:0], b.ends[:0], b.cells[:0], b.rows[:0], nil, make(chan struct{})
 	return b
 }
 
@@ -128,33 +129,36 @@ func (s *Stream) fail(err error) {
 
 func (s *Stream) worker() {
 	defer s.workers.Done()
+	ev, values := s.v.newEvaluator(s.ctx), newValueTable()
 	for b := range s.work {
 		if s.ctx.Err() == nil {
-			b.err = s.evalBatch(b)
+			b.err = s.evalBatch(ev, values, b)
 		}
 		close(b.done)
 	}
 }
 
-// evalBatch decodes and evaluates the resources of b into b.rows.
-func (s *Stream) evalBatch(b *streamBatch) error {
+// evalBatch decodes and evaluates the resources of b into b.rows, their
+// cells one after the other in b.cells.
+func (s *Stream) evalBatch(ev *evaluator, values *valueTable, b *streamBatch) error {
 	width := len(s.v.columns)
+	collect := func(row []any) error {
+		b.cells = append(b.cells, row...)
+		return nil
+	}
 	start := 0
 	for _, end := range b.ends {
-		res, err := s.v.Decode(b.buf[start:end])
+		res, err := s.v.decode(b.buf[start:end], values)
 		start = end
 		if err != nil {
 			return err
 		}
-		err = s.v.Eval(s.ctx, res, func(row []any) error {
-			r := make([]any, width)
-			copy(r, row)
-			b.rows = append(b.rows, r)
-			return nil
-		})
-		if err != nil {
+		if err := ev.run(res, collect); err != nil {
 			return err
 		}
+	}
+	for i := 0; width > 0 && i+width <= len(b.cells); i += width {
+		b.rows = append(b.rows, b.cells[i:i+width:i+width])
 	}
 	return nil
 }
@@ -178,6 +182,7 @@ func (s *Stream) writer() {
 			}
 		}
 		clear(b.rows)
+		clear(b.cells)
 		batches.Put(b)
 	}
 }
