@@ -23,8 +23,10 @@ type evaluator struct {
 	// index is %rowIndex, envIndex the value env holds (-1: none yet).
 	env             *fhirpath.Env
 	index, envIndex int
-	// buf holds the nodes a Navigation selects (see eval).
-	buf []fhirpath.Node
+	// buf holds the nodes a Navigation selects (see eval); focus is the
+	// resource's node.
+	buf   []fhirpath.Node
+	focus [1]fhirpath.Node
 }
 
 func (v *View) newEvaluator(ctx context.Context) *evaluator {
@@ -37,16 +39,17 @@ func (ev *evaluator) run(resource map[string]any, emit func([]any) error) error 
 		return nil
 	}
 	ev.res, ev.emit, ev.rows = resource, emit, 0
+	ev.focus[0] = fhirpath.ResourceNode(resource)
 	clear(ev.row)
 	if ev.env != nil {
 		ev.env.Resource = resource
 	}
-	defer func() { ev.res, ev.emit = nil, nil }()
 	keep, err := ev.where()
-	if err != nil || !keep {
-		return err
+	if err == nil && keep {
+		err = ev.v.root.run(ev, ev.focus[:], 0, ev.emitRow)
 	}
-	return ev.v.root.run(ev, []fhirpath.Node{fhirpath.ResourceNode(resource)}, 0, ev.emitRow)
+	ev.res, ev.emit, ev.focus[0] = nil, nil, fhirpath.Node{}
+	return err
 }
 
 // engineEnv is the environment of a path evaluated by the FHIRPath
@@ -121,7 +124,7 @@ func referenceKeys(out []fhirpath.Node, typ string) []fhirpath.Node {
 // yielding nothing excludes it, one yielding anything but one boolean is
 // an error.
 func (ev *evaluator) where() (bool, error) {
-	focus := []fhirpath.Node{fhirpath.ResourceNode(ev.res)}
+	focus := ev.focus[:]
 	ev.index = 0
 	for _, p := range ev.v.where {
 		out, err := ev.eval(p, focus, false)

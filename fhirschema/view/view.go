@@ -13,6 +13,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 
 	"fhirstore/fhirschema"
 	"fhirstore/fhirschema/fhirpath"
@@ -46,6 +47,8 @@ type View struct {
 	// reached are the top-level elements the view can read (see reach);
 	// nil when it can read any.
 	reached map[string]bool
+	// evaluators are the states Eval evaluates with, kept between calls.
+	evaluators sync.Pool
 }
 
 // Columns lists the columns of the view's rows, in order.
@@ -139,5 +142,13 @@ func (e *EvalError) Error() string {
 // reused: emit must copy what it keeps. A resource of another type than
 // the view's yields no row.
 func (v *View) Eval(ctx context.Context, resource map[string]any, emit func(row []any) error) error {
-	return v.newEvaluator(ctx).run(resource, emit)
+	ev, _ := v.evaluators.Get().(*evaluator)
+	if ev == nil {
+		ev = v.newEvaluator(ctx)
+	}
+	ev.ctx = ctx
+	err := ev.run(resource, emit)
+	ev.ctx = nil
+	v.evaluators.Put(ev)
+	return err
 }
