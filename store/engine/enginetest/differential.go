@@ -63,6 +63,9 @@ func generate(n int, r *rand.Rand) []bson.D {
 			if r.IntN(3) > 0 {
 				d = append(d, bson.E{Key: "n", Value: []any{int32(r.IntN(30)), float64(r.IntN(30)) + 0.5, int64(r.IntN(30))}[r.IntN(3)]})
 			}
+			if r.IntN(2) > 0 { // text and numbers at one path
+				d = append(d, bson.E{Key: "mixed", Value: []any{words[r.IntN(len(words))], float64(r.IntN(30)), bson.A{float64(r.IntN(30)), words[r.IntN(len(words))]}}[r.IntN(3)]})
+			}
 		}
 		docs[i] = d
 	}
@@ -83,7 +86,7 @@ func randomCondition(r *rand.Rand, docs []bson.D, depth int) bson.D {
 	code := func() string { return codes[r.IntN(len(codes))] }
 	at := func() time.Time { return epoch.Add(time.Duration(r.IntN(len(docs)/2+1)) * time.Minute) }
 	day := func() time.Time { return epoch.Add(time.Duration(r.IntN(40)) * 24 * time.Hour) }
-	switch r.IntN(20) {
+	switch r.IntN(22) {
 	case 0:
 		return bson.D{{Key: "deleted", Value: false}}
 	case 1:
@@ -126,6 +129,11 @@ func randomCondition(r *rand.Rand, docs []bson.D, depth int) bson.D {
 		return op("_id", "$in", ids)
 	case 16:
 		return bson.D{{Key: "n", Value: nil}}
+	case 17:
+		return op("mixed", []string{"$gt", "$lt", "$eq"}[r.IntN(3)], []any{words[r.IntN(len(words))], float64(r.IntN(30))}[r.IntN(2)])
+	case 18:
+		w := []rune(words[r.IntN(len(words))])
+		return bson.D{{Key: "mixed", Value: bson.Regex{Pattern: "^" + literal(string(w[:1+r.IntN(2)]))}}}
 	}
 	if depth > 1 {
 		return bson.D{{Key: "idx.code", Value: code()}}
@@ -154,6 +162,7 @@ var sorts = []bson.D{
 	{{Key: "n", Value: 1}, {Key: "_id", Value: -1}},
 	{{Key: "_id", Value: -1}},
 	{{Key: "vid", Value: -1}, {Key: "_id", Value: 1}},
+	{{Key: "idx.name", Value: 1}, {Key: "_id", Value: 1}},
 }
 
 // rounds is how many random queries testDifferential runs:

@@ -209,6 +209,33 @@ func (c *codec) decode(p storedParts, shared string, skipShared bool, buf []byte
 	if err != nil {
 		return nil, decodeError(err)
 	}
+	return c.reassemble(rest, p, shared, skipShared, int(idPos), int(sharedPos))
+}
+
+// restOf decompresses the rest of a stored document: its fields but _id
+// and the shared field, as BSON.
+func (c *codec) restOf(doc []byte, buf []byte) ([]byte, error) {
+	if len(doc) < 3 || doc[0] != docTag {
+		return nil, fmt.Errorf("%w: unknown stored form", engine.ErrCorrupt)
+	}
+	_, n := binary.Uvarint(doc[1:])
+	if n <= 0 {
+		return nil, fmt.Errorf("%w: malformed header", engine.ErrCorrupt)
+	}
+	_, m := binary.Uvarint(doc[1+n:])
+	if m <= 0 {
+		return nil, fmt.Errorf("%w: malformed header", engine.ErrCorrupt)
+	}
+	rest, err := c.dec.DecodeAll(doc[1+n+m:], buf[:0])
+	if err != nil {
+		return nil, decodeError(err)
+	}
+	return rest, nil
+}
+
+// reassemble puts the document of p together from its decompressed rest.
+func (c *codec) reassemble(rest []byte, p storedParts, shared string, skipShared bool, idPos, sharedPos int) ([]byte, error) {
+	var err error
 	var sharedType byte
 	var sharedData []byte
 	switch {
@@ -222,7 +249,7 @@ func (c *codec) decode(p storedParts, shared string, skipShared bool, buf []byte
 	default:
 		sharedPos = 0
 	}
-	return assemble(rest, p.id, int(idPos), shared, sharedType, sharedData, int(sharedPos))
+	return assemble(rest, p.id, idPos, shared, sharedType, sharedData, sharedPos)
 }
 
 // decodeBlob returns the BSON type and bytes of a shared value's stored form.

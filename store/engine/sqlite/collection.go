@@ -158,7 +158,11 @@ func (c *collection) replace(ctx context.Context, w *conn, old *stored, p *prepa
 	if err != nil {
 		return err
 	}
-	if _, err := w.exec(ctx, "UPDATE "+c.n.d+" SET doc = ?, b = ? WHERE rid = ?", p.enc.doc, b, old.rid); err != nil {
+	k, err := rowKeys(ctx, w, p.entries)
+	if err != nil {
+		return err
+	}
+	if _, err := w.exec(ctx, "UPDATE "+c.n.d+" SET doc = ?, b = ?, k = ? WHERE rid = ?", p.enc.doc, b, k, old.rid); err != nil {
 		return fmt.Errorf("update document: %w", err)
 	}
 	if err := releaseBlob(ctx, w, old.blob); err != nil {
@@ -262,10 +266,10 @@ func (c *collection) delete(ctx context.Context, filter bson.D, limit int64) (in
 				if err != nil {
 					return fmt.Errorf("index document %s: %w", o.id, err)
 				}
-				if _, err := w.exec(ctx, "DELETE FROM "+c.n.x+" WHERE rid = ?", o.rid); err != nil {
-					return fmt.Errorf("delete index entries: %w", err)
+				rest, words := c.e.words.split(entries)
+				if err := c.deleteEntries(ctx, w, o.rid, rest); err != nil {
+					return err
 				}
-				_, words := c.e.words.split(entries)
 				if err := dropWords(ctx, w, c.n, o.rid, words); err != nil {
 					return err
 				}

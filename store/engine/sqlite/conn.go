@@ -27,6 +27,7 @@ type conn struct {
 	scratch uintptr // C memory values are copied through to be bound
 	size    int
 	codes   *fieldCodes // the writer's path numbers (nil on readers)
+	funcs   uintptr     // the state of its SQL functions (funcs.go), 0 without
 }
 
 // stmtCacheSize bounds the statements a connection keeps prepared: a
@@ -64,6 +65,7 @@ func openConn(path string, pragmas []string) (*conn, error) {
 
 // close finalizes the statements and closes the connection.
 func (c *conn) close() error {
+	defer releaseFuncs(c)
 	for q, s := range c.stmts {
 		sqlite3.Xsqlite3_finalize(c.tls, s.p)
 		delete(c.stmts, q)

@@ -7,7 +7,8 @@
 //
 // # Files and connections
 //
-// Each database is one file, <dir>/<database>.db (8 KiB pages), in WAL
+// Each database is one file, <dir>/<database>.db (4 KiB pages: the fixed
+// cost of a collection's tables is a page each; older files keep 8 KiB), in WAL
 // mode so that readers never wait for the writer and several processes
 // can share it: busy_timeout makes writers of different processes take
 // turns. A file has one writer connection and a pool of query_only
@@ -35,9 +36,8 @@
 // A collection C is two tables (and a word table, below), created on its
 // first write:
 //
-//	"d_C" (rid INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, doc BLOB NOT NULL, b INTEGER)
+//	"d_C" (rid INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, doc BLOB NOT NULL, b INTEGER, k BLOB)
 //	"x_C" (f INTEGER, v ANY, rid INTEGER, PRIMARY KEY (f, v, rid)) STRICT, WITHOUT ROWID
-//	index "r_C" ON "x_C" (rid, f, v)
 //
 // d_C holds each document compressed, without its _id (the id column)
 // and without its shared field (Options.SharedField, the store's
@@ -49,7 +49,14 @@
 // (user_version 1: documents as inserted) is converted when opened, a
 // collection per transaction (format.go). x_C holds its index
 // entries: one row per scalar leaf, f the number of its dotted path
-// (array elements share their array's path, as in MongoDB), v its value.
+// (array elements share their array's path, as in MongoDB), v its value;
+// it finds documents by value. What a plan asks of a document it holds
+// (its other conditions, its sort values) is read from the row's k
+// column, the document's row keys: its entries that are not text, its
+// sort keys (the store's "sort" field) and which other paths hold text
+// (rowkeys.go). A file of format 2 (user_version 2, with a second index
+// of x_C on (rid, f, v) for those questions, 40% of the file) gets its
+// row keys and loses that index when opened (format.go).
 // The shared table "_fields" (id, path) numbers the paths: a number
 // instead of the path makes the keys a third shorter, which at 100,000
 // resources made ingest 10–17% faster. Statements look a path's number
@@ -118,9 +125,12 @@
 //     lastUpdated, _id) reads the _id (a document row) of the page's
 //     candidates only: the first matches by the other keys and those tied
 //     with the last of them.
-//   - Conditions matching at most one entry per document (equalities, and
-//     any condition on a path no document holds several values at) are
-//     joins on r_C; others are EXISTS subqueries on it. An equality that
+//   - The other conditions are checked on each candidate: an equality on
+//     text outside the sort keys is a lookup of its entry's key in x_C
+//     (f, v, rid); anything else is asked of the row keys by the SQL
+//     function fs_row, sort values by fs_sort (funcs.go), which read the
+//     stored document only for text the row keys do not hold (a prefix or
+//     substring condition on a document holding text at its path). An equality that
 //     every document but few satisfies (deleted: false) is checked as
 //     "not one of those few", or not at all when there are none.
 //   - Count drives from the most selective condition; such an equality is

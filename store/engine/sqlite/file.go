@@ -29,7 +29,7 @@ const (
 // are sized by memory (below).
 var (
 	pragmas       = []string{"busy_timeout = 10000", "temp_store = MEMORY", "foreign_keys = 0"}
-	writerPragmas = []string{"page_size = 8192", "journal_mode = WAL", "synchronous = NORMAL", "wal_autocheckpoint = 131072"}
+	writerPragmas = []string{"page_size = 4096", "journal_mode = WAL", "synchronous = NORMAL", "wal_autocheckpoint = 131072"}
 	readerPragmas = []string{"query_only = 1"}
 )
 
@@ -82,6 +82,8 @@ type file struct {
 
 	readerMemory memory // of each reader
 
+	compact bool // a conversion at open shrank the file's contents: VACUUM once
+
 	turns chan struct{} // one per reader in use (at most ReadConns)
 
 	wake        chan struct{} // a write committed: the checkpointer has work
@@ -116,6 +118,10 @@ func openFile(dir, name string, o fileOptions) (*file, error) {
 		return nil, classify("open "+path, err)
 	}
 	w.codes = &fieldCodes{}
+	if err := registerFuncs(w, o.codec); err != nil {
+		w.close()
+		return nil, classify("open "+path, err)
+	}
 	f := &file{
 		name:        name,
 		path:        path,
@@ -153,6 +159,21 @@ func (f *file) open(ctx context.Context, o fileOptions) error {
 	}
 	if err := f.upgradeDocs(ctx, o.converting); err != nil {
 		return classify("convert the documents of "+f.path, err)
+	}
+	if err := f.upgradeRows(ctx); err != nil {
+		return classify("convert the rows of "+f.path, err)
+	}
+	if f.compact {
+		// The conversions shrank the file's contents in place, leaving
+		// pages mostly empty: the file is rewritten once, compactly (in a
+		// transaction of its own: a kill leaves the converted file as it
+		// was).
+		start := time.Now()
+		if err := f.w.run(ctx, "VACUUM"); err != nil {
+			return classify("compact the converted file "+f.path, err)
+		}
+		o.log.Info("compacted the file after its conversion", zap.String("file", f.path), zap.Duration("took", time.Since(start)))
+		f.compact = false
 	}
 	start = time.Now()
 	reindexed, err := f.syncWords(ctx, o.words)
@@ -239,6 +260,11 @@ func (f *file) take(ctx context.Context) (*conn, error) {
 	}
 	f.mu.Unlock()
 	c, err := openConn(f.path, slices.Concat(pragmas, readerPragmas, f.readerMemory.pragmas()))
+	if err == nil {
+		if err = registerFuncs(c, f.codec); err != nil {
+			c.close()
+		}
+	}
 	if err != nil {
 		<-f.turns
 		return nil, fmt.Errorf("open %s for reading: %w", f.path, err)
@@ -309,11 +335,10 @@ func createTables(ctx context.Context, w *conn, n names, ws *wordPaths) error {
 	stmts := []string{
 		"CREATE TABLE IF NOT EXISTS " + pathsTable + " (c TEXT NOT NULL, f TEXT NOT NULL, n INTEGER NOT NULL, e INTEGER NOT NULL, PRIMARY KEY (c, f)) WITHOUT ROWID",
 		"CREATE TABLE IF NOT EXISTS " + indexesTable + " (c TEXT NOT NULL, name TEXT NOT NULL, keys BLOB, PRIMARY KEY (c, name)) WITHOUT ROWID",
-		"CREATE TABLE IF NOT EXISTS " + n.d + " (rid INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, doc BLOB NOT NULL, b INTEGER)",
+		"CREATE TABLE IF NOT EXISTS " + n.d + " (rid INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, doc BLOB NOT NULL, b INTEGER, k BLOB)",
 		createBlobsTable,
 		createFieldsTable,
 		"CREATE TABLE IF NOT EXISTS " + n.x + " (f INTEGER NOT NULL, v ANY NOT NULL, rid INTEGER NOT NULL, PRIMARY KEY (f, v, rid)) STRICT, WITHOUT ROWID",
-		"CREATE INDEX IF NOT EXISTS " + n.r + " ON " + n.x + " (rid, f, v)",
 		createWordsTable,
 	}
 	for _, p := range ws.paths {

@@ -17,6 +17,13 @@ import (
 // whole file is converted, opening it converts; nothing reads it before.
 const formatVersion = 2
 
+// rowsVersion is the user_version of a file whose documents' rows hold
+// their row keys (rowkeys.go) and whose index entries are in one B-tree.
+// An older file is converted when opened, one collection per
+// transaction: its rows get their keys, its (rid, f, v) indexes are
+// dropped.
+const rowsVersion = 3
+
 // convertBatch is how many documents a conversion reads at a time.
 const convertBatch = 500
 
@@ -63,15 +70,110 @@ func (f *file) upgradeDocs(ctx context.Context, converting func(coll string, com
 	if len(colls) == 0 {
 		return nil
 	}
-	// The documents shrank in place, leaving their pages mostly empty:
-	// the file is rewritten once, compactly (in a transaction of its own:
-	// a kill leaves the converted file as it was).
-	if err := f.w.run(ctx, "VACUUM"); err != nil {
-		return fmt.Errorf("compact the converted file: %w", err)
-	}
-	f.log.Info("converted the documents of an older file: compressed, shared values kept once, the file compacted",
+	f.log.Info("converted the documents of an older file: compressed, shared values kept once",
 		zap.String("file", f.path), zap.Int("collections", len(colls)), zap.Int64("documents", docs), zap.Duration("took", time.Since(start)))
+	f.compact = true
 	return nil
+}
+
+// upgradeRows gives the rows of a file older than rowsVersion their row
+// keys and drops its (rid, f, v) indexes.
+func (f *file) upgradeRows(ctx context.Context) error {
+	var v int64
+	if _, err := f.w.queryRow(ctx, "PRAGMA user_version", nil, &v); err != nil {
+		return fmt.Errorf("read the file's version: %w", err)
+	}
+	if v >= rowsVersion {
+		return nil
+	}
+	colls, err := queryStrings(ctx, f.w, "SELECT substr(name, 3) FROM sqlite_schema AS s WHERE type = 'table' AND name LIKE 'd\\_%' ESCAPE '\\' ORDER BY name")
+	if err != nil {
+		return fmt.Errorf("list the collections to convert: %w", err)
+	}
+	start := time.Now()
+	var docs int64
+	for _, coll := range colls {
+		var n int64
+		err := f.write(ctx, func(ctx context.Context, w *conn) (err error) {
+			n, err = convertRows(ctx, w, f.codec, f.name, namesOf(coll))
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("convert the rows of %s: %w", coll, err)
+		}
+		docs += n
+	}
+	err = f.write(ctx, func(ctx context.Context, w *conn) error {
+		return w.run(ctx, fmt.Sprintf("PRAGMA user_version = %d", rowsVersion))
+	})
+	if err != nil {
+		return fmt.Errorf("mark the file converted: %w", err)
+	}
+	if len(colls) > 0 {
+		f.log.Info("converted the rows of an older file: row keys written, the second index of each collection's entries dropped",
+			zap.String("file", f.path), zap.Int("collections", len(colls)), zap.Int64("documents", docs), zap.Duration("took", time.Since(start)))
+		f.compact = true
+	}
+	return nil
+}
+
+// convertRows writes the row keys of one collection's documents that lack
+// them and drops its (rid, f, v) index; it returns how many documents.
+func convertRows(ctx context.Context, w *conn, cd *codec, db string, n names) (int64, error) {
+	var has int64
+	if _, err := w.queryRow(ctx, "SELECT count(*) FROM pragma_table_info(?) WHERE name = 'k'", []any{"d_" + n.coll}, &has); err != nil {
+		return 0, err
+	}
+	if has == 0 {
+		if err := w.run(ctx, "ALTER TABLE "+n.d+" ADD COLUMN k BLOB"); err != nil {
+			return 0, err
+		}
+	}
+	var count int64
+	for after := int64(-1 << 63); ; {
+		batch, err := readKeyless(ctx, w, n, after)
+		if err != nil {
+			return count, err
+		}
+		if len(batch) == 0 {
+			break
+		}
+		for _, d := range batch {
+			rest, err := cd.restOf(d.doc, nil)
+			if err != nil {
+				return count, docError(db, n.coll, d.id, err)
+			}
+			entries, err := docEntries(rest)
+			if err != nil {
+				return count, fmt.Errorf("document %q: %w", d.id, err)
+			}
+			k, err := rowKeys(ctx, w, entries)
+			if err != nil {
+				return count, err
+			}
+			if _, err := w.exec(ctx, "UPDATE "+n.d+" SET k = ? WHERE rid = ?", k, d.rid); err != nil {
+				return count, fmt.Errorf("document %q: %w", d.id, err)
+			}
+		}
+		count += int64(len(batch))
+		after = batch[len(batch)-1].rid
+	}
+	return count, w.run(ctx, "DROP INDEX IF EXISTS "+n.r)
+}
+
+// readKeyless reads the next convertBatch documents after rid after that
+// have no row keys.
+func readKeyless(ctx context.Context, w *conn, n names, after int64) ([]*stored, error) {
+	r, err := w.query(ctx, "SELECT rid, id, doc FROM "+n.d+" WHERE rid > ? AND k IS NULL ORDER BY rid LIMIT ?", []any{after, convertBatch})
+	if err != nil {
+		return nil, err
+	}
+	defer r.close()
+	var out []*stored
+	for r.next() {
+		out = append(out, &stored{rid: r.int64(0), id: r.text(1), doc: r.bytes(2)})
+	}
+	return out, r.err
 }
 
 // convertDocs rewrites the documents of one collection (stored as

@@ -144,7 +144,7 @@ func (p *planner) driven(cs []expr, drive int, keys []sortKey, want int64, st *s
 		var q query
 		q.sel.WriteString(p.cols)
 		rid := p.source(&q.from, cs, drive, true, st)
-		p.filter(&q, others, rid, st, nil, true)
+		p.filter(&q, others, rid, st, nil)
 		return q.step()
 	}
 	// Reading the _id of few candidates costs less than the ties' query.
@@ -153,13 +153,12 @@ func (p *planner) driven(cs []expr, drive int, keys []sortKey, want int64, st *s
 		return p.drivenTies(cs, drive, keys, want, st)
 	}
 	var q query
-	needDoc := usesID(andExpr(others)) || slices.ContainsFunc(keys, func(k sortKey) bool { return k.path == "_id" })
-	rid := p.source(&q.from, cs, drive, needDoc, st)
+	rid := p.source(&q.from, cs, drive, true, st)
 	q.sel.WriteString(rid + " AS rid")
-	p.filter(&q, others, rid, st, nil, true)
+	p.filter(&q, others, rid, st, nil)
 	for i, k := range keys {
 		q.sel.WriteString(", ")
-		p.sortValue(&q, &q.sel, k, rid, st, true)
+		p.sortValue(&q.sel, k)
 		q.sel.WriteString(" AS k" + itoa(int64(i)))
 		if i > 0 {
 			q.order.WriteString(", ")
@@ -192,15 +191,15 @@ func (p *planner) drivenTies(cs []expr, drive int, keys []sortKey, want int64, s
 	others := without(cs, drive)
 	front := keys[:len(keys)-1]
 	var q query
-	rid := p.source(&q.from, cs, drive, usesID(andExpr(others)), st)
+	rid := p.source(&q.from, cs, drive, true, st)
 	q.sel.WriteString(rid + " AS rid")
-	p.filter(&q, others, rid, st, nil, true)
+	p.filter(&q, others, rid, st, nil)
 	var cols, order, tied builder
 	cols.WriteString("rid")
 	for i, k := range front {
 		name := "k" + itoa(int64(i))
 		q.sel.WriteString(", ")
-		p.sortValue(&q, &q.sel, k, rid, st, true)
+		p.sortValue(&q.sel, k)
 		q.sel.WriteString(" AS " + name)
 		cols.WriteString(", " + name)
 		if i > 0 {
@@ -254,13 +253,9 @@ func (p *planner) source(from *builder, cs []expr, drive int, withDoc bool, st *
 	return "g.rid"
 }
 
-// filter adds the conditions cs on the document rid to q. A condition
-// matching at most one entry per document (an equality, or any condition
-// on a path holding one value per document) is a join on the (rid, f, v)
-// index; with ranges false, only equalities are (a lookup SQLite knows
-// unique keeps a walk's order). Others are EXISTS predicates. Conditions
-// on a walked path are checked on its column.
-func (p *planner) filter(q *query, cs []expr, rid string, st *stats, w *walked, ranges bool) {
+// filter adds the conditions cs on the document rid (its row joined as d)
+// to q. Conditions on a walked path are checked on its column.
+func (p *planner) filter(q *query, cs []expr, rid string, st *stats, w *walked) {
 	for _, c := range cs {
 		fe, ok := c.(*fieldExpr)
 		if few, rare := st.rare(fe); ok && rare {
@@ -277,10 +272,6 @@ func (p *planner) filter(q *query, cs []expr, rid string, st *stats, w *walked, 
 			q.where.WriteString(" AND (")
 			q.where.valueCond(w.col, fe.op, fe.kind, fe.vals)
 			q.where.WriteString(")")
-		case ok && fe.op != opExists && fe.op != opNull && (fe.op == opEq || ranges && st.single(fe.path)):
-			a := q.alias("c")
-			q.from.WriteString(" CROSS JOIN " + p.n.x + " AS " + a + " INDEXED BY " + p.n.r + " ON " + a + ".rid = " + rid + " AND ")
-			q.from.entryCond(a, fe)
 		default:
 			q.where.WriteString(" AND ")
 			p.pred(&q.where, c, rid, w)
@@ -302,7 +293,7 @@ func (p *planner) walkID(cs []expr, desc bool, st *stats) *step {
 		q.where.WriteString(" AND d.id " + sp.hi.cmp(true) + " ")
 		q.where.arg(sp.hi.v)
 	}
-	p.filter(&q, cs, "d.rid", st, nil, false)
+	p.filter(&q, cs, "d.rid", st, nil)
 	q.order.WriteString("d.id" + sortKey{desc: desc}.dir())
 	return q.step()
 }
@@ -321,7 +312,7 @@ func (p *planner) walkPath(cs []expr, keys []sortKey, st *stats) *step {
 	if st.single(k.path) {
 		w = &walked{path: k.path, col: "s.v"}
 	}
-	p.filter(&q, cs, "s.rid", st, w, false)
+	p.filter(&q, cs, "s.rid", st, w)
 	q.from.WriteString(" CROSS JOIN " + p.n.d + " AS d ON d.rid = s.rid")
 	where := q.where
 	q.where = builder{}
@@ -340,42 +331,31 @@ func (p *planner) walkPath(cs []expr, keys []sortKey, st *stats) *step {
 	}
 	if w == nil {
 		q.where.WriteString(" AND s.v = ")
-		p.sortValue(&q, &q.where, k, "s.rid", st, false)
+		p.sortValue(&q.where, k)
 	}
 	q.where.append(&where)
 	q.order.WriteString("s.v" + k.dir())
 	for _, o := range keys[1:] {
 		q.order.WriteString(", ")
-		p.sortValue(&q, &q.order, o, "d.rid", st, false)
+		p.sortValue(&q.order, o)
 		q.order.WriteString(o.dir())
 	}
 	return q.step()
 }
 
-// sortValue writes into b the value a document sorts by on key k: its
-// least (ascending) or greatest (descending) scalar at the path, or NULL.
-// With join, a path holding one value per document is read by a LEFT
-// JOIN added to q.
-func (p *planner) sortValue(q *query, b *builder, k sortKey, rid string, st *stats, join bool) {
+// sortValue writes into b the value a document (its row joined as d)
+// sorts by on key k: its least (ascending) or greatest (descending)
+// scalar at the path, or NULL.
+func (p *planner) sortValue(b *builder, k sortKey) {
 	if k.path == "_id" {
 		b.WriteString("d.id")
 		return
 	}
-	if join && st.single(k.path) {
-		a := q.alias("k")
-		q.from.WriteString(" LEFT JOIN " + p.n.x + " AS " + a + " INDEXED BY " + p.n.r + " ON " + a + ".rid = " + rid + " AND " + a + ".f = ")
-		q.from.field(k.path)
-		q.from.WriteString(" AND " + a + ".v < " + minMark)
-		b.WriteString(a + ".v")
-		return
-	}
-	agg := "min"
-	if k.desc {
-		agg = "max"
-	}
-	b.WriteString("(SELECT " + agg + "(v) FROM " + p.n.x + " INDEXED BY " + p.n.r + " WHERE rid = " + rid + " AND f = ")
+	b.WriteString("fs_sort(d.k, d.doc, ")
 	b.field(k.path)
-	b.WriteString(" AND v < " + minMark + ")")
+	b.WriteString(", ")
+	b.arg(k.path)
+	b.WriteString(", " + itoa(int64(boolInt(k.desc))) + ")")
 }
 
 // count plans a Count.
@@ -423,10 +403,10 @@ func (p *planner) countOf(cs []expr, st *stats) *step {
 		q.from.WriteString("(")
 		p.others(&q.from, fe)
 		q.from.WriteString(") AS g")
-		if usesID(andExpr(rest)) {
+		if len(rest) > 0 {
 			q.from.WriteString(" CROSS JOIN " + p.n.d + " AS d ON d.rid = g.rid")
 		}
-		p.filter(&q, rest, "g.rid", st, nil, true)
+		p.filter(&q, rest, "g.rid", st, nil)
 		other := q.step()
 		return &step{sql: "SELECT (" + all.sql + ") - (" + other.sql + ")", args: append(slices.Clone(all.args), other.args...)}
 	}
@@ -434,8 +414,8 @@ func (p *planner) countOf(cs []expr, st *stats) *step {
 	others := without(cs, drive)
 	var q query
 	q.sel.WriteString("count(*)")
-	rid := p.source(&q.from, cs, drive, usesID(andExpr(others)), st)
-	p.filter(&q, others, rid, st, nil, true)
+	rid := p.source(&q.from, cs, drive, len(others) > 0, st)
+	p.filter(&q, others, rid, st, nil)
 	return q.step()
 }
 
@@ -457,13 +437,13 @@ func (p *planner) distinct(ctx context.Context, x expr, fields []string) (*step,
 	others := without(cs, drive)
 	var q query
 	q.sel.WriteString("DISTINCT ")
-	rid := p.source(&q.from, cs, drive, usesID(andExpr(others)) || slices.Contains(fields, "_id"), st)
-	p.filter(&q, others, rid, st, nil, true)
+	rid := p.source(&q.from, cs, drive, true, st)
+	p.filter(&q, others, rid, st, nil)
 	for i, k := range keys {
 		if i > 0 {
 			q.sel.WriteString(", ")
 		}
-		p.sortValue(&q, &q.sel, k, rid, st, true)
+		p.sortValue(&q.sel, k)
 	}
 	inner := q.step()
 	return &step{sql: "SELECT count(*) FROM (" + inner.sql + ")", args: inner.args}, nil
@@ -523,7 +503,7 @@ func (p *planner) gen(b *builder, x expr, st *stats) {
 		p.gen(b, y[drive], st)
 		b.WriteString(") AS g")
 		others := without(y, drive)
-		if usesID(andExpr(others)) {
+		if len(others) > 0 {
 			b.WriteString(" CROSS JOIN " + p.n.d + " AS d ON d.rid = g.rid")
 		}
 		b.WriteString(" WHERE 1")
@@ -537,8 +517,8 @@ func (p *planner) gen(b *builder, x expr, st *stats) {
 }
 
 // pred writes a boolean SQL expression that holds when the document rid
-// satisfies x (d is its row, for conditions on _id; w, when set, holds
-// its value at the walked path).
+// satisfies x (d is its row; w, when set, holds its value at the walked
+// path).
 func (p *planner) pred(b *builder, x expr, rid string, w *walked) {
 	switch y := x.(type) {
 	case *fieldExpr:
@@ -548,9 +528,7 @@ func (p *planner) pred(b *builder, x expr, rid string, w *walked) {
 			b.WriteString(")")
 			return
 		}
-		b.WriteString("EXISTS (SELECT 1 FROM " + p.n.x + " INDEXED BY " + p.n.r + " WHERE rid = " + rid + " AND ")
-		b.entryCond("", y)
-		b.WriteString(")")
+		p.fieldPred(b, y, rid)
 	case *idExpr:
 		b.WriteString("(")
 		b.idCond("d.id", y)
@@ -611,3 +589,39 @@ func without(cs []expr, i int) []expr {
 	out = append(out, cs[:i]...)
 	return append(out, cs[i+1:]...)
 }
+
+// fieldPred writes the check of fe on the document rid, whose row is d:
+// an equality on text outside the row keys is a lookup of the entry's
+// key; anything else is asked of the row keys (rowkeys.go).
+func (p *planner) fieldPred(b *builder, fe *fieldExpr, rid string) {
+	if (fe.op == opEq || fe.op == opIn) && fe.kind == kindString && !rowHolds(fe.path) || fe.op == opIn && len(fe.vals) > maxFuncValues {
+		b.WriteString("EXISTS (SELECT 1 FROM " + p.n.x + " WHERE rid = " + rid + " AND ")
+		b.entryCond("", fe)
+		b.WriteString(")")
+		return
+	}
+	b.WriteString("fs_row(d.k, d.doc, ")
+	if fe.op == opExists {
+		b.WriteString("(SELECT json_group_array(id) FROM " + fieldsTable + " WHERE path = ")
+		b.arg(fe.path)
+		b.WriteString(" OR path >= ")
+		b.arg(fe.path + ".")
+		b.WriteString(" AND path < ")
+		b.arg(fe.path + "/")
+		b.WriteString(")")
+	} else {
+		b.field(fe.path)
+	}
+	b.WriteString(", ")
+	b.arg(fe.path)
+	b.WriteString(", " + itoa(int64(fe.op)) + ", " + itoa(int64(fe.kind)))
+	for _, v := range fe.vals {
+		b.WriteString(", ")
+		b.arg(v)
+	}
+	b.WriteString(")")
+}
+
+// maxFuncValues bounds the values of a condition passed to fs_row (SQLite
+// takes at most 127 arguments).
+const maxFuncValues = 100

@@ -312,11 +312,16 @@ func TestUpgradeFromTextPaths(t *testing.T) {
 	if _, err := r.queryRow(ctx, `SELECT (SELECT user_version FROM pragma_user_version), (SELECT type FROM pragma_table_info('x_C') WHERE name = 'f')`, nil, &version, &typ); err != nil {
 		t.Fatal(err)
 	}
-	if version != formatVersion || typ != "INTEGER" {
+	if version != rowsVersion || typ != "INTEGER" {
 		t.Errorf("after the upgrade: user_version %d, f %s", version, typ)
 	}
-	if got := logs.FilterMessageSnippet("converted").Len(); got != 1 {
-		t.Errorf("%d log lines about the conversion, want 1: %v", got, logs.All())
+	// the paths numbered, then the (rid, f, v) index the old file had dropped
+	if got := logs.FilterMessageSnippet("converted").Len(); got != 2 {
+		t.Errorf("%d log lines about the conversion, want 2: %v", got, logs.All())
+	}
+	var indexes int64
+	if _, err := r.queryRow(ctx, `SELECT count(*) FROM sqlite_schema WHERE type = 'index' AND name = 'r_C'`, nil, &indexes); err != nil || indexes != 0 {
+		t.Errorf("the (rid, f, v) index after the upgrade: %d (%v)", indexes, err)
 	}
 }
 

@@ -164,7 +164,11 @@ func (c *collection) insertDoc(ctx context.Context, w *conn, p *prepared, pendin
 	if err != nil {
 		return false, err
 	}
-	if _, err := w.exec(ctx, "INSERT INTO "+c.n.d+" (id, doc, b) VALUES (?, ?, ?)", p.id, p.enc.doc, b); err != nil {
+	k, err := rowKeys(ctx, w, p.entries)
+	if err != nil {
+		return false, err
+	}
+	if _, err := w.exec(ctx, "INSERT INTO "+c.n.d+" (id, doc, b, k) VALUES (?, ?, ?, ?)", p.id, p.enc.doc, b, k); err != nil {
 		return false, err
 	}
 	rid := w.lastID()
@@ -183,6 +187,35 @@ func holdShared(ctx context.Context, w *conn, enc *encoded) (any, error) {
 	return holdBlob(ctx, w, enc.shared)
 }
 
+// rowKeys encodes the entries of a document its row keeps (rowkeys.go),
+// numbering their paths.
+func rowKeys(ctx context.Context, w *conn, entries []entry) ([]byte, error) {
+	var kept []codedEntry
+	for _, e := range entries {
+		f, err := w.codes.code(ctx, w, e.f)
+		if err != nil {
+			return nil, err
+		}
+		if keptInRow(e) {
+			kept = append(kept, codedEntry{f: f, v: e.v})
+		} else {
+			kept = append(kept, codedEntry{f: f, text: true})
+		}
+	}
+	sortCoded(kept)
+	return encodeRowKeys(kept), nil
+}
+
+// sortCoded sorts entries by (path number, value).
+func sortCoded(es []codedEntry) {
+	slices.SortFunc(es, func(a, b codedEntry) int {
+		if c := cmp.Compare(a.f, b.f); c != 0 {
+			return c
+		}
+		return compareValues(a.v, b.v)
+	})
+}
+
 // entriesPerInsert is how many entries one INSERT statement writes.
 const entriesPerInsert = 100
 
@@ -196,13 +229,13 @@ type entryRows struct {
 
 // codedEntry is an entry with its path's number.
 type codedEntry struct {
-	f int64
-	v any
+	f    int64
+	v    any
+	text bool // for row keys: a text value the row does not keep (v nil)
 }
 
-// add adds the entries of document rid, inserting full statements' worth.
-// They go in in the order of r_C's key (rid, f, v): each lands after the
-// last, where SQLite appends without descending the B-tree.
+// add adds the entries of document rid, inserting full statements' worth,
+// in the order of their key.
 func (r *entryRows) add(ctx context.Context, w *conn, rid int64, entries []entry) error {
 	r.coded = r.coded[:0]
 	for _, e := range entries {
@@ -210,14 +243,9 @@ func (r *entryRows) add(ctx context.Context, w *conn, rid int64, entries []entry
 		if err != nil {
 			return err
 		}
-		r.coded = append(r.coded, codedEntry{f, e.v})
+		r.coded = append(r.coded, codedEntry{f: f, v: e.v})
 	}
-	slices.SortFunc(r.coded, func(a, b codedEntry) int {
-		if c := cmp.Compare(a.f, b.f); c != 0 {
-			return c
-		}
-		return compareValues(a.v, b.v)
-	})
+	sortCoded(r.coded)
 	for _, e := range r.coded {
 		r.args = append(r.args, e.f, e.v, rid)
 		if len(r.args) == 3*entriesPerInsert {
