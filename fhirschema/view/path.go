@@ -19,9 +19,9 @@ type path struct {
 	// references it keys (see referenceTail); refType is its type.
 	refKeys bool
 	refType string
-	// nav is the path compiled as a Navigation for the type of the last
-	// focus it was evaluated on (see navigation).
-	nav atomic.Pointer[navigation]
+	// navs are the path compiled as a Navigation for each type of focus
+	// it was evaluated on (see navigation).
+	navs atomic.Pointer[[]navigation]
 }
 
 // navigation is a path's Navigation from a focus of type typ; nil when
@@ -31,16 +31,29 @@ type navigation struct {
 	nav *fhirpath.Navigation
 }
 
+// maxNavTypes bounds the types of focus a path keeps a Navigation for.
+const maxNavTypes = 16
+
 // navigation returns the path's Navigation from a focus of type typ,
-// compiling it on first use: a view's paths see one type of focus each,
-// almost always.
+// compiling it on first use: a path sees one type of focus, or a few (a
+// forEach over contained resources).
 func (p *path) navigation(typ string) *fhirpath.Navigation {
-	if n := p.nav.Load(); n != nil && n.typ == typ {
-		return n.nav
+	var known []navigation
+	old := p.navs.Load()
+	if old != nil {
+		known = *old
 	}
-	n := &navigation{typ: typ, nav: p.expr.Navigation(typ)}
-	p.nav.Store(n)
-	return n.nav
+	for i := range known {
+		if known[i].typ == typ {
+			return known[i].nav
+		}
+	}
+	nav := p.expr.Navigation(typ)
+	if len(known) < maxNavTypes {
+		list := append(known[:len(known):len(known)], navigation{typ: typ, nav: nav})
+		p.navs.CompareAndSwap(old, &list) // lost to another goroutine's: compiled again next time
+	}
+	return nav
 }
 
 // reservedVars are the environment variables a view's paths may name
