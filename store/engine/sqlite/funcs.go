@@ -210,8 +210,12 @@ func rowFunc(tls *libc.TLS, ctx uintptr, argc int32, argv uintptr) {
 		fs = c.st.list(f)
 	}
 	found, text := false, false
+	last := int64(-1)
+	for _, f := range fs {
+		last = max(last, f)
+	}
 	r := rowReader{k: k}
-	for !found && r.next() {
+	for !found && r.next() && r.f <= last {
 		if !slices.Contains(fs, r.f) {
 			continue
 		}
@@ -222,7 +226,7 @@ func rowFunc(tls *libc.TLS, ctx uintptr, argc int32, argv uintptr) {
 			text = true
 			found = cd.op == opScalar
 		default:
-			found = cd.holds(r.v)
+			found = cd.holds(r.value())
 		}
 	}
 	if r.err != nil {
@@ -284,13 +288,13 @@ func sortFunc(tls *libc.TLS, ctx uintptr, argc int32, argv uintptr) {
 	var vals []any
 	text := false
 	r := rowReader{k: k}
-	for r.next() {
+	for r.next() && r.f <= int64(f) {
 		switch {
 		case r.f != int64(f):
 		case r.text:
 			text = true
 		default:
-			vals = append(vals, r.v)
+			vals = append(vals, r.value())
 		}
 	}
 	if r.err != nil {

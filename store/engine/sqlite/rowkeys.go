@@ -26,10 +26,11 @@ import (
 // difference from the previous entry's as a uvarint, then a tag and the
 // value: rowFloat and 8 bytes (IEEE 754, little endian), rowInt and a
 // zigzag varint (a number without a fraction), rowText or rowBlob and a
-// uvarint length and the bytes, rowSame and the uvarint position of an
-// earlier value of k that is the same (the ascending and descending sort
-// keys of one value, a date's bounds), or rowHasText and nothing (the
-// document holds text at that path that k does not).
+// uvarint length and the bytes, rowSame and the uvarint distance back
+// from its own tag to the tag of an earlier value of k that is the same
+// (the ascending and descending sort keys of one value, a date's
+// bounds), or rowHasText and nothing (the document holds text at that
+// path that k does not).
 
 // Tags of a value in k.
 const (
@@ -67,6 +68,7 @@ func rowHolds(path string) bool {
 func encodeRowKeys(entries []codedEntry) []byte {
 	var out []byte
 	var kept []any
+	var tags []int // where each kept value's tag is
 	prev, flagged := int64(0), int64(-1)
 	path := func(f int64) {
 		out = binary.AppendUvarint(out, uint64(f-prev))
@@ -82,13 +84,11 @@ func encodeRowKeys(entries []codedEntry) []byte {
 			continue
 		}
 		path(e.f)
-		j := slices.IndexFunc(kept, func(v any) bool { return sameValue(v, e.v) })
-		kept = append(kept, e.v)
-		if j >= 0 {
-			out = append(out, rowSame)
-			out = binary.AppendUvarint(out, uint64(j))
+		if j := slices.IndexFunc(kept, func(v any) bool { return sameValue(v, e.v) }); j >= 0 {
+			out = binary.AppendUvarint(append(out, rowSame), uint64(len(out)-tags[j]))
 			continue
 		}
+		kept, tags = append(kept, e.v), append(tags, len(out))
 		switch x := e.v.(type) {
 		case float64:
 			if i := int64(x); float64(i) == x && i > -1<<53 && i < 1<<53 && !(x == 0 && math.Signbit(x)) {
@@ -111,18 +111,18 @@ func encodeRowKeys(entries []codedEntry) []byte {
 	return out
 }
 
-// rowReader walks the entries of a k column.
+// rowReader walks the entries of a k column; an entry's value is decoded
+// only when asked for.
 type rowReader struct {
 	k    []byte
-	pos  int
-	vals []any // the values read so far, for rowSame
-	f    int64
-	v    any  // nil when text is set
-	text bool // f holds text that k does not
+	pos  int   // of the next entry
+	at   int   // of the current entry's tag
+	f    int64 // the current entry's path number
+	text bool  // the current entry says f holds text that k does not
 	err  error
 }
 
-// next reads the next entry into f and v.
+// next moves to the next entry.
 func (r *rowReader) next() bool {
 	if r.err != nil || r.pos >= len(r.k) {
 		return false
@@ -132,58 +132,71 @@ func (r *rowReader) next() bool {
 		r.err = errRowKeys
 		return false
 	}
-	r.pos += n
-	f := uint64(r.f) + d
-	tag := r.k[r.pos]
-	r.pos++
-	var v any
-	switch tag {
-	case rowFloat:
-		if r.pos+8 > len(r.k) {
-			r.err = errRowKeys
-			return false
-		}
-		v = math.Float64frombits(binary.LittleEndian.Uint64(r.k[r.pos:]))
-		r.pos += 8
-	case rowInt:
-		i, n := binary.Varint(r.k[r.pos:])
-		if n <= 0 {
-			r.err = errRowKeys
-			return false
-		}
-		r.pos += n
-		v = float64(i)
-	case rowText, rowBlob:
-		l, n := binary.Uvarint(r.k[r.pos:])
-		if n <= 0 || uint64(r.pos+n)+l > uint64(len(r.k)) {
-			r.err = errRowKeys
-			return false
-		}
-		b := r.k[r.pos+n : r.pos+n+int(l)]
-		r.pos += n + int(l)
-		if tag == rowText {
-			v = string(b)
-		} else {
-			v = b
-		}
-	case rowSame:
-		j, n := binary.Uvarint(r.k[r.pos:])
-		if n <= 0 || j >= uint64(len(r.vals)) {
-			r.err = errRowKeys
-			return false
-		}
-		r.pos += n
-		v = r.vals[j]
-	case rowHasText:
-		r.f, r.v, r.text = int64(f), nil, true
-		return true
-	default:
-		r.err = errRowKeys
+	r.f += int64(d)
+	r.at = r.pos + n
+	end, err := r.skip(r.at)
+	if err != nil {
+		r.err = err
 		return false
 	}
-	r.vals = append(r.vals, v)
-	r.f, r.v, r.text = int64(f), v, false
+	r.pos, r.text = end, r.k[r.at] == rowHasText
 	return true
+}
+
+// skip returns where the value whose tag is at i ends.
+func (r *rowReader) skip(i int) (int, error) {
+	switch r.k[i] {
+	case rowHasText:
+		return i + 1, nil
+	case rowFloat:
+		if i+9 > len(r.k) {
+			return 0, errRowKeys
+		}
+		return i + 9, nil
+	case rowInt, rowSame:
+		if _, n := binary.Varint(r.k[i+1:]); n > 0 {
+			return i + 1 + n, nil
+		}
+	case rowText, rowBlob:
+		l, n := binary.Uvarint(r.k[i+1:])
+		if n > 0 && uint64(i+1+n)+l <= uint64(len(r.k)) {
+			return i + 1 + n + int(l), nil
+		}
+	}
+	return 0, errRowKeys
+}
+
+// value decodes the current entry's value (not for a text flag).
+func (r *rowReader) value() any {
+	i := r.at
+	if r.k[i] == rowSame { // a backward distance to the value's tag
+		d, n := binary.Uvarint(r.k[i+1:])
+		if n <= 0 || d == 0 || d > uint64(i) || r.k[i-int(d)] == rowSame {
+			r.err = errRowKeys
+			return nil
+		}
+		i -= int(d)
+		if _, err := r.skip(i); err != nil {
+			r.err = err
+			return nil
+		}
+	}
+	switch r.k[i] {
+	case rowFloat:
+		return math.Float64frombits(binary.LittleEndian.Uint64(r.k[i+1:]))
+	case rowInt:
+		v, _ := binary.Varint(r.k[i+1:])
+		return float64(v)
+	case rowText, rowBlob:
+		l, n := binary.Uvarint(r.k[i+1:])
+		b := r.k[i+1+n : i+1+n+int(l)]
+		if r.k[i] == rowText {
+			return string(b)
+		}
+		return b
+	}
+	r.err = errRowKeys
+	return nil
 }
 
 // cond is a condition on one entry's value, as valueCond writes it in SQL.
