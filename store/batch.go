@@ -26,8 +26,9 @@ func (s *Store) Batch(ctx context.Context, tenant string, ops []Op) ([]Result, [
 			hints = nil // every op searches for itself
 		}
 	}
+	bundle := bundleOf(ops)
 	for i, op := range ops {
-		r, err := s.transaction(ctx, tenant, []Op{op}, hints)
+		r, err := s.transaction(ctx, tenant, []Op{op}, hints, bundle)
 		if err != nil {
 			errs[i] = err
 			continue

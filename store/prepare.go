@@ -65,7 +65,7 @@ func (s *Store) prepare(ctx context.Context, tenant, typ, id string, body []byte
 			return out, err
 		}
 		warnings, err := s.opts.Validate(ctx, Validation{Tenant: tenant, Type: typ, Body: body, Lenient: opts.Lenient, Check: check, Find: find,
-			Profiles: opts.Profiles, Definitions: s.Definitions(tenant)})
+			Profiles: opts.Profiles, Definitions: s.Definitions(tenant), Bundle: opts.bundle})
 		if err != nil {
 			return nil, err
 		}

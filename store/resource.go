@@ -52,6 +52,8 @@ type WriteOptions struct {
 	// Profiles are checked besides those the resource claims in
 	// meta.profile ($validate's profile parameter).
 	Profiles []string
+	// bundle is the batch or transaction the write is an entry of.
+	bundle *Bundle
 }
 
 // Guard approves a change of a resource: current is the version it

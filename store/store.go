@@ -92,6 +92,10 @@ type Validation struct {
 	// Definitions are the tenant's conformance resources, for the profiles
 	// the resource claims; the zero value knows none.
 	Definitions Definitions
+	// Bundle is the batch or transaction the resource is an entry of (nil
+	// for a write on its own): a reference to another of its entries is
+	// checked against the profiles that entry claims.
+	Bundle *Bundle
 }
 
 // IsResourceType reports whether a type name may be stored.

@@ -92,6 +92,9 @@ type txn struct {
 	resolved map[string]string
 	// hints are a batch's prefetched condition matches (nil outside Batch).
 	hints *conditionHints
+	// bundle holds the resources of every entry of the batch or
+	// transaction, for the validation of references between them.
+	bundle *Bundle
 }
 
 // Transaction applies ops all or nothing: conditions are resolved through
@@ -99,11 +102,11 @@ type txn struct {
 // and the versions committed through the journal (see journal.go). Any
 // failure is an *OpError naming the op; nothing is stored then.
 func (s *Store) Transaction(ctx context.Context, tenant string, ops []Op) ([]Result, error) {
-	return s.transaction(ctx, tenant, ops, nil)
+	return s.transaction(ctx, tenant, ops, nil, bundleOf(ops))
 }
 
-func (s *Store) transaction(ctx context.Context, tenant string, ops []Op, hints *conditionHints) ([]Result, error) {
-	t := &txn{s: s, tenant: tenant, refs: map[string]string{}, resolved: map[string]string{}, hints: hints}
+func (s *Store) transaction(ctx context.Context, tenant string, ops []Op, hints *conditionHints, bundle *Bundle) ([]Result, error) {
+	t := &txn{s: s, tenant: tenant, refs: map[string]string{}, resolved: map[string]string{}, hints: hints, bundle: bundle}
 	for i, op := range ops {
 		t.ops = append(t.ops, &txnOp{Op: op, index: i})
 	}
@@ -334,7 +337,9 @@ func (t *txn) prepareOne(ctx context.Context, o *txnOp) error {
 	case o.Condition != "" && peekID(o.Body) == "":
 		checkID = "" // a conditional update may leave the id out
 	}
-	p, err := t.s.prepare(ctx, t.tenant, o.Type, checkID, body, o.Options, false)
+	opts := o.Options
+	opts.bundle = t.bundle
+	p, err := t.s.prepare(ctx, t.tenant, o.Type, checkID, body, opts, false)
 	if err != nil {
 		return err
 	}

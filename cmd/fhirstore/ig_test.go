@@ -219,6 +219,9 @@ func TestValidateOffline(t *testing.T) {
 	writeFile(t, bad, string(mutateJSON(t, patient, func(r map[string]any) { delete(r, "identifier") })))
 	bundle := filepath.Join(dir, "bundle.json")
 	writeFile(t, bundle, `{"resourceType":"Bundle","type":"collection","entry":[{"resource":`+string(patient)+`},{"resource":`+string(mutateJSON(t, patient, func(r map[string]any) { r["id"] = "second"; delete(r, "identifier") }))+`}]}`)
+	refs := filepath.Join(dir, "refs.json")
+	obs := mutateJSON(t, uc6["package/example/Observation-cbc-hemoglobin.json"], func(r map[string]any) { r["subject"] = map[string]any{"reference": "urn:uuid:1"} })
+	writeFile(t, refs, `{"resourceType":"Bundle","type":"collection","entry":[{"fullUrl":"urn:uuid:1","resource":{"resourceType":"Patient","gender":"male"}},{"resource":`+string(obs)+`}]}`)
 	xml := filepath.Join(dir, "patient.xml")
 	writeFile(t, xml, `<Patient xmlns="http://hl7.org/fhir"><meta><profile value="http://hl7.org/fhir/us/core/StructureDefinition/us-core-patient"/></meta><gender value="male"/></Patient>`)
 	ig := "--ig=" + usCorePath("6.1.0")
@@ -231,6 +234,7 @@ func TestValidateOffline(t *testing.T) {
 		{"a valid resource", []string{ig, good}, 0, "0 errors"},
 		{"an invalid resource names the element", []string{ig, bad}, 1, "error Patient.identifier:"},
 		{"a Bundle entry by entry", []string{ig, bundle}, 1, "entry 1 (Patient/second): error Patient.identifier:"},
+		{"a reference to another entry by the profile it must claim or conform to", []string{ig, refs}, 1, "entry 1 (Observation/cbc-hemoglobin): error Observation.subject: Observation.subject: the referenced Patient conforms to none of"},
 		{"XML", []string{ig, xml}, 1, "error Patient.identifier:"},
 		{"without the package the profile is unknown", []string{bad}, 0, "unknown to this server"},
 		{"a profile named on the command line", []string{ig, "--profile", "http://hl7.org/fhir/us/core/StructureDefinition/us-core-patient", xml}, 1, "error Patient.name:"},

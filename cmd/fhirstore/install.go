@@ -99,7 +99,7 @@ func (in *installer) check(ctx context.Context, pkg *igpackage.Package) error {
 		files = append(files[:len(files):len(files)], pkg.Examples...)
 	}
 	for _, f := range files {
-		issues, err := oc.check(ctx, f.Type, f.JSON, nil, false)
+		issues, err := oc.check(ctx, f.Type, f.JSON, nil, false, nil)
 		if err != nil {
 			return fmt.Errorf("%s: %w", f.Path, err)
 		}

@@ -51,9 +51,10 @@ func newOfflineChecker(pkgs ...*igpackage.Package) (*offlineChecker, error) {
 
 // check validates one resource of typ, against profiles too, and returns
 // every issue found, errors and warnings; full adds the best-practice
-// warnings, as $validate does.
-func (o *offlineChecker) check(ctx context.Context, typ string, body []byte, profiles []string, full bool) ([]store.Issue, error) {
-	in := store.Validation{Type: typ, Body: body, Find: o.find, Profiles: profiles, Check: full}
+// warnings, as $validate does. bundle, when not nil, is the Bundle the
+// resource is an entry of.
+func (o *offlineChecker) check(ctx context.Context, typ string, body []byte, profiles []string, full bool, bundle *store.Bundle) ([]store.Issue, error) {
+	in := store.Validation{Type: typ, Body: body, Find: o.find, Profiles: profiles, Check: full, Bundle: bundle}
 	warnings, err := o.checker.Check(ctx, in, o.defs)
 	var ie *store.InvalidError
 	if errors.As(err, &ie) {

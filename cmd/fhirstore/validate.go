@@ -24,7 +24,8 @@ Validates FHIR resources in JSON or XML files without a server, with the
 checks and messages of a write and of $validate: the R4 base definitions
 and core invariants, then every profile a resource claims in meta.profile
 (and --profile), from the core definitions and the packages given with
---ig. A Bundle is validated entry by entry. Each issue is printed as
+--ig. A Bundle is validated entry by entry, a reference to another entry
+by the profiles that entry claims. Each issue is printed as
 FILE[ entry N (Type/id)]: SEVERITY ELEMENT: MESSAGE. Exit status: 0 when
 no resource has an error, 1 when one has, 2 on bad usage (no FILE, a file
 or package that cannot be read).`
@@ -120,10 +121,11 @@ func (t *validationTally) file(ctx context.Context, oc *offlineChecker, path str
 		return nil
 	}
 	if typ != "Bundle" {
-		return t.resource(ctx, oc, path, typ, body, profiles)
+		return t.resource(ctx, oc, path, typ, body, profiles, nil)
 	}
 	var b struct {
 		Entry []struct {
+			FullURL  string          `json:"fullUrl"`
 			Resource json.RawMessage `json:"resource"`
 		} `json:"entry"`
 	}
@@ -131,13 +133,20 @@ func (t *validationTally) file(ctx context.Context, oc *offlineChecker, path str
 		t.print(path, store.Issue{Severity: "error", Code: "structure", Diagnostics: "the Bundle cannot be read: " + err.Error()})
 		return nil
 	}
+	// The entries refer to each other by fullUrl or by type and id, as
+	// the profile validator resolves them in any Bundle.
+	bundle := &store.Bundle{}
+	for _, e := range b.Entry {
+		typ, id := resourceHead(e.Resource)
+		bundle.Entries = append(bundle.Entries, store.BundleEntry{FullURL: e.FullURL, Type: typ, ID: id, Resource: e.Resource})
+	}
 	for i, e := range b.Entry {
 		where := fmt.Sprintf("%s entry %d", path, i)
 		typ, id := resourceHead(e.Resource)
 		if typ != "" {
 			where += fmt.Sprintf(" (%s/%s)", typ, id)
 		}
-		if err := t.resource(ctx, oc, where, typ, e.Resource, profiles); err != nil {
+		if err := t.resource(ctx, oc, where, typ, e.Resource, profiles, bundle); err != nil {
 			return err
 		}
 	}
@@ -145,13 +154,13 @@ func (t *validationTally) file(ctx context.Context, oc *offlineChecker, path str
 }
 
 // resource validates one resource and prints its issues.
-func (t *validationTally) resource(ctx context.Context, oc *offlineChecker, where, typ string, body []byte, profiles []string) error {
+func (t *validationTally) resource(ctx context.Context, oc *offlineChecker, where, typ string, body []byte, profiles []string, bundle *store.Bundle) error {
 	t.resources++
 	if !fhirschema.IsResourceType(typ) {
 		t.print(where, store.Issue{Severity: "error", Code: "structure", Expression: "resourceType", Diagnostics: fmt.Sprintf("resourceType %q is not an R4 resource type", typ)})
 		return nil
 	}
-	issues, err := oc.check(ctx, typ, body, profiles, true)
+	issues, err := oc.check(ctx, typ, body, profiles, true, bundle)
 	if err != nil {
 		return fmt.Errorf("%s: %w", where, err)
 	}

@@ -39,7 +39,9 @@
 //
 // WithBundle names the Bundle a resource is an entry of, so that its
 // references resolve among the entries; WithIndexedBundle does so with the
-// entries indexed once (IndexBundle) for the validation of many entries.
+// entries indexed once (IndexBundle) for the validation of many entries,
+// or given as JSON and decoded as references name them (IndexEntries: the
+// entries of a transaction or batch the server validates one by one).
 //
 // # Caching
 //
@@ -120,7 +122,10 @@ func WithBundle(bundle map[string]any) Option {
 }
 
 // WithIndexedBundle is WithBundle with the Bundle indexed once
-// (IndexBundle) for the validation of many of its entries.
+// (IndexBundle) for the validation of many of its entries. A Bundle of
+// IndexEntries resolves references among its entries the same way, while
+// %rootResource stays the resource (the entries of a transaction are
+// stored on their own).
 func WithIndexedBundle(b *Bundle) Option {
 	return func(o *options) { o.bundle, o.index = b.bundle, b }
 }

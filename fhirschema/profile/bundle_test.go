@@ -2,6 +2,7 @@ package profile_test
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 
 	"fhirstore/fhirschema/profile"
@@ -36,11 +37,24 @@ func TestReferenceTargetsInABundle(t *testing.T) {
 				obj{"fullUrl": "urn:uuid:1", "resource": entry},
 				obj{"fullUrl": "urn:uuid:2", "resource": obs},
 			}}
-			issues, err := validator.Validate(context.Background(), defs, obs, uc+"us-core-observation-lab", profile.WithBundle(bundle))
+			// The same Bundle as a server holds a transaction's entries:
+			// JSON, named by fullUrl and by the type and id of a PUT.
+			id, _ := entry["id"].(string)
+			obsJSON, err := json.Marshal(obs)
 			if err != nil {
 				t.Fatal(err)
 			}
-			checkIssue(t, issues, c.severity, c.at, c.text)
+			asJSON := profile.IndexEntries([]profile.Entry{
+				{FullURL: "urn:uuid:1", Type: entry["resourceType"].(string), ID: id, Resource: []byte(c.entry)},
+				{FullURL: "urn:uuid:2", Type: "Observation", Resource: obsJSON},
+			})
+			for _, opt := range []profile.Option{profile.WithBundle(bundle), profile.WithIndexedBundle(asJSON)} {
+				issues, err := validator.Validate(context.Background(), defs, obs, uc+"us-core-observation-lab", opt)
+				if err != nil {
+					t.Fatal(err)
+				}
+				checkIssue(t, issues, c.severity, c.at, c.text)
+			}
 		})
 	}
 }

@@ -1,8 +1,11 @@
 package profile
 
 import (
+	"bytes"
+	"encoding/json"
 	"slices"
 	"strings"
+	"sync"
 
 	"fhirstore/fhirschema"
 )
@@ -139,41 +142,92 @@ func (w *walker) resolve(ref string) map[string]any {
 // validating many entries of one Bundle (WithIndexedBundle).
 type Bundle struct {
 	bundle  map[string]any
-	entries map[string]map[string]any
+	entries map[string]*bundleEntry
+}
+
+// bundleEntry is one resource of a Bundle; one given as JSON
+// (IndexEntries) is decoded when a reference first names it.
+type bundleEntry struct {
+	resource map[string]any
+	raw      []byte
+	once     sync.Once
+}
+
+func (e *bundleEntry) get() map[string]any {
+	if e.raw != nil {
+		e.once.Do(func() {
+			dec := json.NewDecoder(bytes.NewReader(e.raw))
+			dec.UseNumber()
+			if dec.Decode(&e.resource) != nil {
+				e.resource = nil
+			}
+		})
+	}
+	return e.resource
+}
+
+// Entry is one entry of a Bundle given as JSON: its fullUrl, the type and
+// id a relative reference names it by (Patient/1; empty when none does),
+// and its resource.
+type Entry struct {
+	FullURL  string
+	Type, ID string
+	Resource []byte
 }
 
 // IndexBundle indexes the entries of bundle.
 func IndexBundle(bundle map[string]any) *Bundle {
 	entries := objects(bundle["entry"])
-	b := &Bundle{bundle: bundle, entries: make(map[string]map[string]any, 2*len(entries))}
+	b := &Bundle{bundle: bundle, entries: make(map[string]*bundleEntry, 2*len(entries))}
 	for _, e := range entries {
 		r, _ := e["resource"].(map[string]any)
 		if r == nil {
 			continue
 		}
-		if full, _ := e["fullUrl"].(string); full != "" {
-			b.entries[full] = r
-		}
 		rt, _ := r["resourceType"].(string)
-		if id, _ := r["id"].(string); id != "" && rt != "" {
-			b.entries[rt+"/"+id] = r
-		}
+		id, _ := r["id"].(string)
+		full, _ := e["fullUrl"].(string)
+		b.add(&bundleEntry{resource: r}, full, rt, id)
 	}
 	return b
+}
+
+// IndexEntries indexes the entries of a Bundle given as JSON (a
+// transaction the server has not decoded whole), each decoded the first
+// time a reference names it; a resource that is not a JSON object names
+// nothing.
+func IndexEntries(entries []Entry) *Bundle {
+	b := &Bundle{entries: make(map[string]*bundleEntry, 2*len(entries))}
+	for _, e := range entries {
+		b.add(&bundleEntry{raw: e.Resource}, e.FullURL, e.Type, e.ID)
+	}
+	return b
+}
+
+// add indexes an entry by its fullUrl and by its type and id.
+func (b *Bundle) add(e *bundleEntry, fullURL, typ, id string) {
+	if fullURL != "" {
+		b.entries[fullURL] = e
+	}
+	if id != "" && typ != "" {
+		b.entries[typ+"/"+id] = e
+	}
 }
 
 // find returns the entry ref names: by fullUrl, by type and id, or by the
 // type and id an absolute reference ends with.
 func (b *Bundle) find(ref string) map[string]any {
-	if r := b.entries[ref]; r != nil {
-		return r
+	if e := b.entries[ref]; e != nil {
+		return e.get()
 	}
 	segs := strings.Split(ref, "/")
 	if k := len(segs); k >= 4 && segs[k-2] == "_history" {
 		segs = segs[:k-2]
 	}
 	if k := len(segs); k >= 2 {
-		return b.entries[segs[k-2]+"/"+segs[k-1]]
+		if e := b.entries[segs[k-2]+"/"+segs[k-1]]; e != nil {
+			return e.get()
+		}
 	}
 	return nil
 }

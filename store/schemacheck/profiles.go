@@ -38,7 +38,9 @@ type wanted struct {
 
 // checkProfiles validates the resource against every profile it claims,
 // every profile asked for and every profile the policy requires of its
-// type, and reports a required profile that is not claimed.
+// type, and reports a required profile that is not claimed. A reference
+// to another entry of its batch or transaction is checked against the
+// profiles that entry claims, or else the one it conforms to.
 func (c *Checker) checkProfiles(ctx context.Context, in store.Validation, defs profile.Definitions) ([]fhirschema.Issue, error) {
 	if !bytes.Contains(in.Body, []byte(`"profile"`)) && len(in.Profiles) == 0 && len(c.policy.required(in.Tenant, in.Type)) == 0 {
 		return nil, nil // nothing to check: spare the decoding
@@ -51,8 +53,12 @@ func (c *Checker) checkProfiles(ctx context.Context, in store.Validation, defs p
 	if len(want) == 0 {
 		return issues, nil
 	}
+	var opts []profile.Option
+	if in.Bundle != nil {
+		opts = append(opts, profile.WithIndexedBundle(in.Bundle.Index(indexEntries).(*profile.Bundle)))
+	}
 	for _, w := range want {
-		found, err := c.profiles.Validate(ctx, defs, resource, w.url)
+		found, err := c.profiles.Validate(ctx, defs, resource, w.url, opts...)
 		if errors.Is(err, profile.ErrUnknownProfile) || errors.Is(err, profile.ErrInvalidProfile) {
 			issues = append(issues, c.unusableProfile(in, w, err))
 			continue
@@ -63,6 +69,16 @@ func (c *Checker) checkProfiles(ctx context.Context, in store.Validation, defs p
 		issues = append(issues, found...)
 	}
 	return issues, nil
+}
+
+// indexEntries indexes the entries of a batch or transaction for the
+// profile validator, which resolves references among them.
+func indexEntries(entries []store.BundleEntry) any {
+	list := make([]profile.Entry, len(entries))
+	for i, e := range entries {
+		list[i] = profile.Entry{FullURL: e.FullURL, Type: e.Type, ID: e.ID, Resource: e.Resource}
+	}
+	return profile.IndexEntries(list)
 }
 
 // claimedProfiles decodes the resource, the profile validator's input,
