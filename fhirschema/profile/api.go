@@ -26,7 +26,8 @@
 // warning saying so) and the invariants the profile adds beyond the core
 // ones (CoreInvariant), which the base validator checks, evaluated by the
 // FHIRPath engine with memberOf() answered from the definitions' value
-// sets, conformsTo() by validation and slice() from the profiles' slices.
+// sets, conformsTo() by validation, slice() from the profiles' slices and
+// elementDefinition() from the profile applied to the resource.
 // mustSupport is not enforced. The resources inside the resource
 // (contained, Bundle entries, parameters) are checked against the profiles
 // they claim. Validation is bounded: a profile that refers to itself, or

@@ -103,7 +103,36 @@ func (s *scope) compileURL(ctx context.Context, url string) (*compiled, error) {
 	if err != nil {
 		return nil, fmt.Errorf("profile %s: %w", url, err)
 	}
+	p.source = url
 	return p, nil
+}
+
+// elementDefinition returns the ElementDefinition of el, an element of p,
+// as p's snapshot has it. The compiled profile keeps only what validation
+// reads, so the snapshot is looked up again (and generated again when the
+// definition has none) the first time one is asked for.
+func (s *scope) elementDefinition(ctx context.Context, p *compiled, el *element) (map[string]any, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.definitions == nil {
+		sd, err := lookup(ctx, s.defs, "StructureDefinition", p.source)
+		if err != nil {
+			return nil, err
+		}
+		if sd == nil {
+			return nil, fmt.Errorf("%w: %s", ErrUnknownProfile, p.source)
+		}
+		if len(snapshotElements(sd)) == 0 {
+			if sd, err = GenerateSnapshot(ctx, s.defs, sd); err != nil {
+				return nil, err
+			}
+		}
+		p.definitions = snapshotElements(sd)
+	}
+	if el.index >= len(p.definitions) || p.definitions[el.index]["path"] != el.path {
+		return nil, fmt.Errorf("the snapshot of %s has changed", p.source)
+	}
+	return p.definitions[el.index], nil
 }
 
 // expansion returns the expansion of the value set at url, computed once

@@ -11,8 +11,8 @@ import (
 // (those of the core definitions are the base validator's) on the value:
 // one that is not true is an issue of its severity naming its key.
 func (w *walker) invariants(p *compiled, el *element, n node) {
-	if len(el.constraints) == 0 {
-		return
+	if len(el.constraints) == 0 || w.trace != nil {
+		return // none, or the walk only traces elements
 	}
 	env := &fhirpath.Env{Resource: w.resource, RootResource: w.rootResource(), Terminology: terminology{w}, Conformance: conformance{w}}
 	focus := []fhirpath.Node{w.fhirpathNode(n, env)}

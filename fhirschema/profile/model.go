@@ -18,6 +18,13 @@ type compiled struct {
 	kind     string // resource, complex-type, primitive-type, logical
 	root     *element
 	contexts []extensionContext // where an extension may be used
+
+	// source is the canonical it was compiled from (url or url|version);
+	// definitions holds its snapshot's ElementDefinitions once
+	// elementDefinition() has asked for them.
+	source      string
+	mu          sync.Mutex
+	definitions []map[string]any
 }
 
 // extensionContext is one context of an extension definition.
@@ -29,6 +36,7 @@ type extensionContext struct {
 type element struct {
 	name      string // the last segment of the path: component, value[x]
 	path      string // Observation.component
+	index     int    // its place in the snapshot
 	sliceName string
 	min       int
 	max       int // -1 when unbounded
@@ -144,6 +152,7 @@ func compile(sd map[string]any) (*compiled, error) {
 		if err != nil {
 			return nil, err
 		}
+		e.index = i
 		if i == 0 {
 			if strings.Contains(e.path, ".") {
 				return nil, fmt.Errorf("element %s: the first element must be the root", e.path)

@@ -32,6 +32,15 @@ type walker struct {
 	steps    int
 	buf      []node // the values of the elements being walked, a stack
 	deep     bool   // a bound was met (reported once)
+	// top is the profile the resource at hand is validated against, and
+	// trials how many trial validations are under way.
+	top    *compiled
+	trials int
+	// trace, while not nil, records the element each value is validated
+	// against (for elementDefinition()); traces keeps them per profile and
+	// resource.
+	trace  *elementTrace
+	traces map[traceKey]*elementTrace
 }
 
 // resource validates r, at loc, against profile p.
@@ -41,9 +50,9 @@ func (w *walker) validateResource(p *compiled, r map[string]any, loc string) {
 		w.errorf(p, "structure", loc, "the profile constrains %s, not %s", p.typ, typ)
 		return
 	}
-	prev := w.resource
-	w.resource = r
-	defer func() { w.resource = prev }()
+	prev, prevTop := w.resource, w.top
+	w.resource, w.top = r, p
+	defer func() { w.resource, w.top = prev, prevTop }()
 	w.element(p, p.root, rootNode(r, loc, typ))
 }
 
@@ -55,6 +64,9 @@ func (w *walker) element(p *compiled, el *element, n node) {
 		return
 	}
 	defer func() { w.depth-- }()
+	if w.trace != nil {
+		w.trace.add(w, p, el, n)
+	}
 	if !w.checkType(p, el, n) {
 		return
 	}
@@ -223,11 +235,12 @@ func (w *walker) base(n node) {
 		return
 	}
 	defer func() { w.depth-- }()
-	w.baseChildren(bt.root, n)
+	w.baseChildren(bt, bt.root, n)
 }
 
-// baseChildren walks the children of n by the base element el.
-func (w *walker) baseChildren(el *element, n node) {
+// baseChildren walks the children of n by the base element el of the
+// core definition bt.
+func (w *walker) baseChildren(bt *compiled, el *element, n node) {
 	m := n.object()
 	if m == nil {
 		return
@@ -240,12 +253,15 @@ func (w *walker) baseChildren(el *element, n node) {
 		}
 		for _, it := range items {
 			it = childOf(it, c, pa)
+			if w.trace != nil {
+				w.trace.add(w, bt, c, it)
+			}
 			switch {
 			case c.name == "extension" || c.name == "modifierExtension":
 				w.extension(it, n, c.name == "modifierExtension", false)
 			case len(c.kids()) > 0:
 				if w.enter(it) {
-					w.baseChildren(c, it)
+					w.baseChildren(bt, c, it)
 					w.depth--
 				}
 			default:
@@ -335,7 +351,9 @@ func (w *walker) issue(severity, code, loc, text, key, source string) {
 func (w *walker) trial(f func()) []fhirschema.Issue {
 	saved, savedDeep := w.issues, w.deep
 	w.issues = nil
+	w.trials++
 	f()
+	w.trials--
 	found := w.issues
 	w.issues, w.deep = saved, savedDeep
 	return found
