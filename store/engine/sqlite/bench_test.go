@@ -89,10 +89,10 @@ func hotQueries(n int) []hotQuery {
 		return bson.D{{Key: "$and", Value: bson.A{bson.D{{Key: "$and", Value: all}}, notDeleted}}}
 	}
 	defaultOrder := &engine.FindOptions{Sort: bson.D{{Key: "lastUpdated", Value: 1}, {Key: "_id", Value: 1}}, Limit: 21, Projection: bson.D{{Key: "idx", Value: 0}}}
-	byDate := bson.D{{Key: "sort.date.d", Value: -1}, {Key: "lastUpdated", Value: -1}, {Key: "_id", Value: -1}}
+	byDate := bson.D{{Key: "idx.date.hi", Value: -1}, {Key: "lastUpdated", Value: -1}, {Key: "_id", Value: -1}}
 	code0 := bson.D{{Key: "idx.code", Value: loinc + "|1000-0"}, {Key: "deleted", Value: false}}
 	// the store's searches sorted by date read the dated rows apart
-	dated := bson.D{{Key: "sort.date.d", Value: bson.D{{Key: "$gte", Value: time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC)}}}}
+	dated := bson.D{{Key: "idx.date.hi", Value: bson.D{{Key: "$gte", Value: time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC)}}}}
 	codeDated := bson.D{{Key: "$and", Value: bson.A{code0, dated}}}
 	newest := bson.D{{Key: "lastUpdated", Value: -1}, {Key: "_id", Value: -1}}
 	return []hotQuery{
@@ -107,9 +107,9 @@ func hotQueries(n int) []hotQuery {
 		{name: "3-CodePageKeyset", coll: "Observation", filter: func(r *rand.Rand) bson.D {
 			at := dataEpoch.Add(time.Duration(r.Int64N(int64(5 * 365 * 24 * time.Hour)))).Truncate(time.Second)
 			key := bson.D{{Key: "$or", Value: bson.A{
-				bson.D{{Key: "sort.date.d", Value: bson.D{{Key: "$lt", Value: at}}}},
-				bson.D{{Key: "sort.date.d", Value: at}, {Key: "lastUpdated", Value: bson.D{{Key: "$lt", Value: at}}}},
-				bson.D{{Key: "sort.date.d", Value: at}, {Key: "lastUpdated", Value: at}, {Key: "_id", Value: bson.D{{Key: "$lt", Value: "obs"}}}},
+				bson.D{{Key: "idx.date.hi", Value: bson.D{{Key: "$lt", Value: at}}}},
+				bson.D{{Key: "idx.date.hi", Value: at}, {Key: "lastUpdated", Value: bson.D{{Key: "$lt", Value: at}}}},
+				bson.D{{Key: "idx.date.hi", Value: at}, {Key: "lastUpdated", Value: at}, {Key: "_id", Value: bson.D{{Key: "$lt", Value: "obs"}}}},
 			}}}
 			return bson.D{{Key: "$and", Value: bson.A{codeDated, key}}}
 		}, opts: &engine.FindOptions{Sort: byDate, Limit: 11, Projection: bson.D{{Key: "idx", Value: 0}}}},

@@ -66,7 +66,6 @@ func observation(i int, r *rand.Rand) bson.D {
 		{Key: "family", Value: bson.A{family}},
 	}
 	sortDoc := bson.D{
-		{Key: "date", Value: bson.D{{Key: "a", Value: at}, {Key: "d", Value: at}}},
 		{Key: "code", Value: bson.D{{Key: "a", Value: c}, {Key: "d", Value: c}}},
 		{Key: "status", Value: bson.D{{Key: "a", Value: status}, {Key: "d", Value: status}}},
 		{Key: "patient", Value: bson.D{{Key: "a", Value: patient}, {Key: "d", Value: patient}}},

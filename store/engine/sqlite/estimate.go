@@ -66,7 +66,7 @@ func (st *stats) rare(fe *fieldExpr) (int64, bool) {
 		return 0, false
 	}
 	few, ok := st.comp[fe]
-	if !ok || few > rareLimit || !st.single(fe.path) || st.paths[fe.path].n != st.docs {
+	if !ok || rowOnly(fe.path) || few > rareLimit || !st.single(fe.path) || st.paths[fe.path].n != st.docs {
 		return 0, false
 	}
 	return few, true
@@ -76,7 +76,9 @@ func (st *stats) rare(fe *fieldExpr) (int64, bool) {
 // positive condition), rather than only checked document by document.
 func canDrive(x expr) bool {
 	switch y := x.(type) {
-	case *fieldExpr, *idExpr, *wordExpr:
+	case *fieldExpr:
+		return !rowOnly(y.path)
+	case *idExpr, *wordExpr:
 		return true
 	case constExpr:
 		return !bool(y)

@@ -118,7 +118,8 @@ func (f *file) upgradeRows(ctx context.Context) error {
 }
 
 // convertRows writes the row keys of one collection's documents that lack
-// them and drops its (rid, f, v) index; it returns how many documents.
+// them, drops the index entries only rows keep now (the sort keys) and
+// the (rid, f, v) index; it returns how many documents.
 func convertRows(ctx context.Context, w *conn, cd *codec, db string, n names) (int64, error) {
 	var has int64
 	if _, err := w.queryRow(ctx, "SELECT count(*) FROM pragma_table_info(?) WHERE name = 'k'", []any{"d_" + n.coll}, &has); err != nil {
@@ -157,6 +158,9 @@ func convertRows(ctx context.Context, w *conn, cd *codec, db string, n names) (i
 		}
 		count += int64(len(batch))
 		after = batch[len(batch)-1].rid
+	}
+	if _, err := w.exec(ctx, "DELETE FROM "+n.x+" WHERE f IN (SELECT id FROM "+fieldsTable+" WHERE path >= ? AND path < ?)", rowField+".", rowField+"/"); err != nil {
+		return count, fmt.Errorf("drop the entries rows keep: %w", err)
 	}
 	return count, w.run(ctx, "DROP INDEX IF EXISTS "+n.r)
 }

@@ -93,7 +93,7 @@ func (p *planner) find(ctx context.Context, x expr, keys []sortKey, want int64) 
 		return nil, err
 	}
 	drive := st.best(cs)
-	useWalk := len(keys) > 0 && (drive < 0 || want > 0 && st.estimate(cs[drive]) > st.threshold)
+	useWalk := len(keys) > 0 && !rowOnly(keys[0].path) && (drive < 0 || want > 0 && st.estimate(cs[drive]) > st.threshold)
 	switch {
 	case !useWalk:
 		return []stepFunc{ready(p.driven(cs, drive, keys, want, st))}, nil

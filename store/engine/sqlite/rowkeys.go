@@ -57,6 +57,11 @@ func keptInRow(e entry) bool {
 	return rowHolds(e.f)
 }
 
+// rowOnly tells whether the entries at path are kept in rows only, not
+// in x_C: the sort keys, which are read for the documents a plan holds
+// (a sort by one of them sorts the matches rather than walking an index).
+func rowOnly(path string) bool { return rowHolds(path) }
+
 // rowHolds tells whether a row keeps every entry at path.
 func rowHolds(path string) bool {
 	top, _, _ := strings.Cut(path, ".")

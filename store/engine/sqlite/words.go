@@ -73,20 +73,19 @@ func (ws *wordPaths) isWord(e entry) bool {
 	return ok
 }
 
-// split separates the word entries of entries (sorted) from the others.
+// split separates the word entries of entries (sorted) from those x_C
+// holds: the others, but those only a row keeps (rowkeys.go).
 func (ws *wordPaths) split(entries []entry) (rest, words []entry) {
-	if !ws.any() {
+	if !slices.ContainsFunc(entries, func(e entry) bool { return ws.isWord(e) || rowOnly(e.f) }) {
 		return entries, nil
 	}
 	for _, e := range entries {
-		if ws.isWord(e) {
+		switch {
+		case ws.isWord(e):
 			words = append(words, e)
-		} else {
+		case !rowOnly(e.f):
 			rest = append(rest, e)
 		}
-	}
-	if words == nil {
-		return entries, nil
 	}
 	return rest, words
 }
