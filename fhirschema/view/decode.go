@@ -43,7 +43,9 @@ func decode(data []byte, keep func(string) bool, values *valueTable) (map[string
 	if d.i >= len(d.data) || d.data[d.i] != '{' {
 		return nil, errors.New("decode resource: not a JSON object")
 	}
-	d.src = string(data)
+	if keep == nil {
+		d.src = string(data)
+	}
 	v, err := d.value(0, false)
 	if err != nil {
 		return nil, fmt.Errorf("decode resource: %w", err)
@@ -61,8 +63,9 @@ const maxNesting = 512
 // decoder reads one JSON document.
 type decoder struct {
 	data []byte
-	// src is data as a string: the strings read without escapes are
-	// slices of it, not copies each.
+	// src is data as a string when the whole document is read: the
+	// strings read without escapes are slices of it, not copies each.
+	// A document read in part has its strings copied one by one.
 	src    string
 	i      int
 	buf    []byte
@@ -123,6 +126,14 @@ func init() {
 		billablePeriod created contained entry resource request method fullUrl`) {
 		keyNames[k] = k
 	}
+}
+
+// text is the string of data[start:end].
+func (d *decoder) text(start, end int) string {
+	if d.src != "" {
+		return d.src[start:end]
+	}
+	return string(d.data[start:end])
 }
 
 func (d *decoder) errorf(format string, args ...any) error {
@@ -269,7 +280,7 @@ func (d *decoder) number() (json.Number, error) {
 		}
 		break
 	}
-	s := d.src[start:d.i]
+	s := d.text(start, d.i)
 	if plainNumber(s) {
 		return json.Number(s), nil
 	}
@@ -337,7 +348,7 @@ func (d *decoder) str() (string, error) {
 		c := d.data[d.i]
 		switch {
 		case c == '"':
-			s := d.src[start:d.i]
+			s := d.text(start, d.i)
 			d.i++
 			return s, nil
 		case c == '\\':
