@@ -309,6 +309,7 @@ func TestViewRunRefusesBadInput(t *testing.T) {
 		{"a view over data it cannot evaluate", "POST", "/$viewdefinition-run", params(`{"name":"viewResource","resource":{"resourceType":"ViewDefinition","resource":"Patient","select":[{"column":[{"name":"g","path":"name.given"}]}]}}`,
 			`{"name":"resource","resource":{"resourceType":"Patient","id":"p","name":[{"given":["A","B"]}]}}`), 422, "ViewDefinition.select[0].column[0].path"},
 		{"PUT", "PUT", "/$viewdefinition-run", params(inline), 405, ""},
+		{"another data source", "GET", "/ViewDefinition/" + x.viewID + "/$viewdefinition-run?source=https://other.example/fhir", "", 400, "source"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			wantOutcome(t, x.do(request{Method: tc.method, Path: tc.path, Body: tc.body}), tc.status, tc.at)
@@ -472,6 +473,8 @@ func TestViewDefinitionExportWritesFilesPerView(t *testing.T) {
 			t.Errorf("%s: type %s, count %d, records %q", o.Name, o.Type, o.Count, recs)
 		}
 	}
+	// A data source other than this server is refused, not ignored.
+	wantOutcome(t, x.do(request{Method: http.MethodPost, Path: "/ViewDefinition/" + ve.viewID + "/$viewdefinition-export?source=s3://bucket/data", Header: async}), http.StatusBadRequest, "source")
 	r = x.do(request{Method: http.MethodPost, Path: "/ViewDefinition/" + ve.viewID + "/$viewdefinition-export?_format=parquet&patient=Patient/" + ve.patients[1], Header: async})
 	done = x.await(x.relative(r.Header.Get("Content-Location")))
 	if json.Unmarshal(done.Body, &m) != nil || len(m.Output) != 1 || m.Output[0].Count != 1 {

@@ -41,6 +41,9 @@ func (s *Server) kickoffViews(c *gin.Context, id string) error {
 	if err := params.unknown(viewExportOp, viewExportParams); err != nil {
 		return err
 	}
+	if err := ownSource(c, params); err != nil {
+		return err
+	}
 	req := &bulkexport.Request{URL: requestURL(c), Level: bulkexport.LevelSystem, Format: view.FormatNDJSON}
 	if err := s.exportedViews(c, params, id, req); err != nil {
 		return err

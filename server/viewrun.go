@@ -71,6 +71,9 @@ func (s *Server) runView(c *gin.Context, id string) error {
 	if err := params.unknown(viewRunOp, viewRunParams); err != nil {
 		return err
 	}
+	if err := ownSource(c, params); err != nil {
+		return err
+	}
 	v, err := s.viewOf(c, params, id)
 	if err != nil {
 		return err
@@ -84,6 +87,25 @@ func (s *Server) runView(c *gin.Context, id string) error {
 		return err
 	}
 	return s.streamRows(c, v, out, s.rowsOf(c, v.Resource, sel))
+}
+
+// ownSource checks the source parameter of $viewdefinition-run and
+// -export: views run over this server's data (or the inline resources),
+// so a source may only name this server's FHIR base; another one is
+// refused rather than ignored.
+func ownSource(c *gin.Context, params opParams) error {
+	p, err := params.one("source")
+	if err != nil || p == nil {
+		return err
+	}
+	src, err := params.text("source")
+	if err != nil {
+		return err
+	}
+	if strings.TrimSuffix(src, "/") == baseURL(c) {
+		return nil
+	}
+	return fail(http.StatusBadRequest, "not-supported", fmt.Sprintf("source %q: views run over this server's data (%s) or the resources given inline; another data source is not read", src, baseURL(c)), p.at)
 }
 
 // viewError maps the view engine's errors to HTTP errors: a view the
