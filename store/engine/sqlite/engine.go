@@ -40,9 +40,11 @@ type Options struct {
 	// table rather than the general index (see the package documentation).
 	WordPaths []string
 
-	// converting, when set, is called as a conversion to format 2 goes:
+	// converting, when set, is called as a conversion goes: to format 2
 	// after each batch of a collection's documents (committed false) and
-	// after each collection's transaction (true) (tests).
+	// after each collection's transaction (true); to format 3 with the
+	// collection's name after rowsStep, before and after its commit
+	// (tests).
 	converting func(coll string, committed bool)
 }
 

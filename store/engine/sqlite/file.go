@@ -160,7 +160,7 @@ func (f *file) open(ctx context.Context, o fileOptions) error {
 	if err := f.upgradeDocs(ctx, o.converting); err != nil {
 		return classify("convert the documents of "+f.path, err)
 	}
-	if err := f.upgradeRows(ctx); err != nil {
+	if err := f.upgradeRows(ctx, o.converting); err != nil {
 		return classify("convert the rows of "+f.path, err)
 	}
 	if f.compact {

@@ -78,7 +78,10 @@ func (f *file) upgradeDocs(ctx context.Context, converting func(coll string, com
 
 // upgradeRows gives the rows of a file older than rowsVersion their row
 // keys and drops its (rid, f, v) indexes.
-func (f *file) upgradeRows(ctx context.Context) error {
+func (f *file) upgradeRows(ctx context.Context, converting func(coll string, committed bool)) error {
+	if converting == nil {
+		converting = func(string, bool) {}
+	}
 	var v int64
 	if _, err := f.w.queryRow(ctx, "PRAGMA user_version", nil, &v); err != nil {
 		return fmt.Errorf("read the file's version: %w", err)
@@ -96,11 +99,15 @@ func (f *file) upgradeRows(ctx context.Context) error {
 		var n int64
 		err := f.write(ctx, func(ctx context.Context, w *conn) (err error) {
 			n, err = convertRows(ctx, w, f.codec, f.name, namesOf(coll))
+			if err == nil {
+				converting(rowsStep+coll, false)
+			}
 			return err
 		})
 		if err != nil {
 			return fmt.Errorf("convert the rows of %s: %w", coll, err)
 		}
+		converting(rowsStep+coll, true)
 		docs += n
 	}
 	err = f.write(ctx, func(ctx context.Context, w *conn) error {
@@ -116,6 +123,9 @@ func (f *file) upgradeRows(ctx context.Context) error {
 	}
 	return nil
 }
+
+// rowsStep prefixes the collection names upgradeRows tells converting of.
+const rowsStep = "rows of "
 
 // convertRows writes the row keys of one collection's documents that lack
 // them, drops the index entries only rows keep now (the sort keys) and

@@ -120,8 +120,10 @@ func toFormat1(t *testing.T, path string) {
 				t.Fatal(err)
 			}
 		}
-		if err := c.run(ctx, "ALTER TABLE "+n.d+" DROP COLUMN b"); err != nil {
-			t.Fatal(err)
+		for _, s := range []string{"ALTER TABLE " + n.d + " DROP COLUMN b", "ALTER TABLE " + n.d + " DROP COLUMN k", "CREATE INDEX " + n.r + " ON " + n.x + " (rid, f, v)"} {
+			if err := c.run(ctx, s); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	for _, s := range []string{"DROP TABLE " + blobsTable, "PRAGMA user_version = 1", "COMMIT"} {
@@ -183,11 +185,11 @@ func TestAFileOfThePreviousFormatIsConvertedOnce(t *testing.T) {
 // it converts the other; the next open converts what is left.
 func TestAConversionKilledMidwayIsFinishedByTheNextOpen(t *testing.T) {
 	if dir := os.Getenv("FHIRSTORE_CONVERT_CHILD"); dir != "" {
-		convertAndHang(dir)
+		convertAndHang(dir, "history")
 		return
 	}
 	dir, want := format1Dir(t)
-	killConverting(t, dir)
+	killConverting(t, dir, "TestAConversionKilledMidwayIsFinishedByTheNextOpen")
 	// The child committed "Patient" (converted first, in name order) and
 	// was converting "history".
 	c, err := openConn(filepath.Join(dir, "db.db"), pragmas)
@@ -208,11 +210,47 @@ func TestAConversionKilledMidwayIsFinishedByTheNextOpen(t *testing.T) {
 	}
 }
 
+// TestARowsConversionKilledMidwayIsFinishedByTheNextOpen kills (SIGKILL) a
+// process giving a file's rows their keys (format 3) after it committed
+// one collection and while it converts the other; the next open converts
+// what is left, and reads answer from the keys.
+func TestARowsConversionKilledMidwayIsFinishedByTheNextOpen(t *testing.T) {
+	if dir := os.Getenv("FHIRSTORE_CONVERT_CHILD"); dir != "" {
+		convertAndHang(dir, rowsStep+"history")
+		return
+	}
+	dir, want := format1Dir(t)
+	killConverting(t, dir, "TestARowsConversionKilledMidwayIsFinishedByTheNextOpen")
+	c, err := openConn(filepath.Join(dir, "db.db"), pragmas)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keyless, historyKeys int64
+	var indexes string
+	_, err = c.queryRow(context.Background(), `SELECT (SELECT count(*) FROM "d_Patient" WHERE k IS NULL), (SELECT count(*) FROM pragma_table_info('d_history') WHERE name = 'k'), (SELECT group_concat(name) FROM sqlite_schema WHERE type = 'index' AND name LIKE 'r\_%' ESCAPE '\')`, nil, &keyless, &historyKeys, &indexes)
+	c.close()
+	if err != nil || keyless != 0 || historyKeys != 0 || indexes != "r_history" {
+		t.Fatalf("after the kill: %d Patient rows without keys, history's keys column %d, indexes %s (%v); want Patient converted, history not", keyless, historyKeys, indexes, err)
+	}
+	core, logs := observer.New(zap.InfoLevel)
+	e := openAt(t, dir, Options{SharedField: "resource", Logger: zap.New(core)})
+	checkDocs(t, e, "db", want)
+	lines := logs.FilterMessageSnippet("converted the rows").All()
+	if len(lines) != 1 || lines[0].ContextMap()["collections"] != int64(2) {
+		t.Fatalf("the second open logged %v, want the rows of both collections looked at", logs.All())
+	}
+	f, _ := e.file(context.Background(), "db")
+	if _, err := f.w.queryRow(context.Background(), `SELECT (SELECT count(*) FROM "d_history" WHERE k IS NULL) + (SELECT count(*) FROM sqlite_schema WHERE name LIKE 'r\_%' ESCAPE '\')`, nil, &keyless); err != nil || keyless != 0 {
+		t.Fatalf("after the second open: %d rows without keys or indexes left (%v)", keyless, err)
+	}
+}
+
 // convertAndHang opens dir, converting it, and stops in the middle of the
-// second collection's transaction, saying so on stdout.
-func convertAndHang(dir string) {
+// transaction of step (a collection, or rowsStep and one), saying so on
+// stdout.
+func convertAndHang(dir, step string) {
 	opts := Options{SharedField: "resource", converting: func(coll string, committed bool) {
-		if coll == "history" && !committed {
+		if coll == step && !committed {
 			fmt.Println("ready")
 			select {}
 		}
@@ -227,9 +265,9 @@ func convertAndHang(dir string) {
 
 // killConverting runs the conversion of dir in a child process and kills
 // it with SIGKILL once it reports being in the middle.
-func killConverting(t *testing.T, dir string) {
+func killConverting(t *testing.T, dir, test string) {
 	t.Helper()
-	child := exec.Command(os.Args[0], "-test.run=^TestAConversionKilledMidwayIsFinishedByTheNextOpen$", "-test.count=1")
+	child := exec.Command(os.Args[0], "-test.run=^"+test+"$", "-test.count=1")
 	child.Env = append(os.Environ(), "FHIRSTORE_CONVERT_CHILD="+dir)
 	out, err := child.StdoutPipe()
 	if err != nil {
