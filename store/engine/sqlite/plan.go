@@ -30,13 +30,6 @@ func ready(s *step) stepFunc { return func(context.Context) (*step, error) { ret
 // query is an SQL SELECT under construction.
 type query struct {
 	sel, from, where, order builder
-	aliases                 int
-}
-
-// alias names a new table of the query.
-func (q *query) alias(prefix string) string {
-	q.aliases++
-	return prefix + itoa(int64(q.aliases))
 }
 
 func (q *query) step() *step {
@@ -564,21 +557,6 @@ func (p *planner) pred(b *builder, x expr, rid string, w *walked) {
 	default:
 		panic(fmt.Sprintf("sqlite: no predicate for %T", x))
 	}
-}
-
-// usesID tells whether x has a condition on _id (which needs the d row).
-func usesID(x expr) bool {
-	switch y := x.(type) {
-	case *idExpr:
-		return true
-	case notExpr:
-		return usesID(y.x)
-	case andExpr:
-		return slices.ContainsFunc(y, usesID)
-	case orExpr:
-		return slices.ContainsFunc(y, usesID)
-	}
-	return false
 }
 
 func without(cs []expr, i int) []expr {
