@@ -14,11 +14,20 @@ import (
 // _content every text of the resource. Both are indexed as word lists.
 var textParams = map[string]bool{"_text": true, "_content": true}
 
-// addText registers a full-text parameter on every resource type.
+// withoutText are the types without full-text parameters: the server's
+// audit trail, an AuditEvent per request, whose records are codes,
+// references and addresses searched by AuditEvent's own parameters.
+// Their words were a tenth of what each record cost to write.
+var withoutText = map[string]bool{"AuditEvent": true}
+
+// addText registers a full-text parameter on every resource type but
+// those withoutText.
 func (r *Registry) addText(d definition) {
 	p := &Param{Code: d.Code, Type: "special", Base: d.Base, Description: d.Description, URL: d.URL}
 	for t := range r.types {
-		r.register(t, p)
+		if !withoutText[t] {
+			r.register(t, p)
+		}
 	}
 }
 
