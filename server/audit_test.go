@@ -101,6 +101,70 @@ func TestAuditTrail(t *testing.T) {
 	}
 }
 
+// TestAuditTrailIsReadLikeAnyResource: the trail's records, written on
+// the server's own path, are still AuditEvents a client reads by id, finds
+// by the resource a request addressed (writes and reads alike) and sees
+// the one version of in their history; the metrics count them.
+func TestAuditTrailIsReadLikeAnyResource(t *testing.T) {
+	m := server.NewMetrics()
+	e := newEnv(t, func(c *server.Config, _ *store.Options) { c.Audit, c.Metrics = true, m })
+	id := e.create("Patient", `{"resourceType":"Patient","name":[{"family":"Traced"}]}`)
+	if r := e.put("/Patient/"+id, `{"resourceType":"Patient","id":"`+id+`","name":[{"family":"Traced","given":["Again"]}]}`); r.Status != http.StatusOK {
+		t.Fatalf("update: %d %s", r.Status, r.Body)
+	}
+	e.get("/Patient/" + id)
+	if r := e.do(request{Method: http.MethodDelete, Path: "/Patient/" + id}); r.Status != http.StatusNoContent {
+		t.Fatalf("delete: %d %s", r.Status, r.Body)
+	}
+	closeAudit(t, e)
+
+	actions := map[string]string{}
+	var read map[string]any
+	for _, ev := range auditEvents(t, e, "entity=Patient/"+id+"&_sort=date") {
+		code := ev["subtype"].([]any)[0].(map[string]any)["code"].(string)
+		actions[code] = ev["action"].(string)
+		if code == "read" {
+			read = ev
+		}
+	}
+	for code, action := range map[string]string{"create": "C", "update": "U", "read": "R", "delete": "D"} {
+		if actions[code] != action {
+			t.Errorf("the %s of Patient/%s: recorded with action %q, want %q (recorded: %v)", code, id, actions[code], action, actions)
+		}
+	}
+	if read == nil {
+		t.Fatal("no read recorded")
+	}
+	evID := read["id"].(string)
+	r := e.get("/AuditEvent/" + evID)
+	if r.Status != http.StatusOK || r.JSON(t)["recorded"] != read["recorded"] {
+		t.Fatalf("AuditEvent/%s: %d %s", evID, r.Status, r.Body)
+	}
+	hist := e.get("/AuditEvent/" + evID + "/_history")
+	entries, _ := hist.JSON(t)["entry"].([]any)
+	if hist.Status != http.StatusOK || len(entries) != 1 {
+		t.Fatalf("the history of AuditEvent/%s: %d %s", evID, hist.Status, hist.Body)
+	}
+	if v := entries[0].(map[string]any)["resource"].(map[string]any)["meta"].(map[string]any)["versionId"]; v != "1" {
+		t.Fatalf("the history of AuditEvent/%s holds version %v, want 1", evID, v)
+	}
+	if r := e.get("/AuditEvent/" + evID + "/_history/1"); r.Status != http.StatusOK {
+		t.Fatalf("AuditEvent/%s/_history/1: %d %s", evID, r.Status, r.Body)
+	}
+	if n := searchTotal(t, e, "/AuditEvent?agent-name=dev&outcome=0&date=ge2000-01-01&_summary=count"); n < 4 {
+		t.Fatalf("%d AuditEvents of dev's successful requests, want at least the 4 above", n)
+	}
+	// The trail has no full-text index (_content, _text): its records are
+	// found by AuditEvent's own parameters.
+	strict := map[string]string{"Prefer": "handling=strict"}
+	if r := e.do(request{Method: http.MethodGet, Path: "/AuditEvent?_content=dev", Header: strict}); r.Status != http.StatusBadRequest {
+		t.Fatalf("AuditEvent?_content with handling=strict: %d %s", r.Status, r.Body)
+	}
+	if v, ok := seriesValue(e.scrape(), "fhirstore_audit_records_total", map[string]string{"outcome": "stored"}); !ok || v < 4 {
+		t.Fatalf("fhirstore_audit_records_total{outcome=\"stored\"} = %v (found %v), want at least 4", v, ok)
+	}
+}
+
 func keys[V any](m map[string]V) []string {
 	var out []string
 	for k := range m {

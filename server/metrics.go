@@ -32,6 +32,8 @@ type Metrics struct {
 	// metrics exist before the store opens (the command monitor goes into
 	// its client options), so the server attaches it later.
 	store atomic.Pointer[store.Store]
+	// audit is the audit trail whose records are counted, when it is on.
+	audit atomic.Pointer[auditor]
 }
 
 // NewMetrics makes the series, with Go runtime and process collectors.
@@ -59,6 +61,7 @@ func NewMetrics() *Metrics {
 	}, []string{"bundle_type", "method", "type"})
 	m.reg.MustRegister(m.requests, m.latency, m.dbLatency, m.bundleEntries,
 		recoveryCollector{m},
+		auditCollector{m},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.handler = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
@@ -145,6 +148,41 @@ func (rc recoveryCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(applyFailuresDesc, prometheus.CounterValue, float64(r.Failed))
 	ch <- prometheus.MustNewConstMetric(heldDesc, prometheus.GaugeValue, float64(retrying), "retrying")
 	ch <- prometheus.MustNewConstMetric(heldDesc, prometheus.GaugeValue, float64(quarantined), "quarantined")
+}
+
+var (
+	auditRecordsDesc = prometheus.NewDesc("fhirstore_audit_records_total",
+		"Audit records since the process started, by outcome: stored as AuditEvents, or lost (the database refused them; each is logged in full at error level).",
+		[]string{"outcome"}, nil)
+	auditQueueDesc = prometheus.NewDesc("fhirstore_audit_queue_length",
+		"Audit records waiting to be written.", nil, nil)
+	auditWaitsDesc = prometheus.NewDesc("fhirstore_audit_queue_waits_total",
+		"Requests that waited for room in the full audit queue before they ended (the trail slows requests down rather than dropping records).",
+		nil, nil)
+	auditWaitedDesc = prometheus.NewDesc("fhirstore_audit_queue_wait_seconds_total",
+		"Time requests spent waiting for room in the full audit queue.", nil, nil)
+)
+
+// auditCollector reports the audit trail's counts at each scrape.
+type auditCollector struct{ m *Metrics }
+
+func (ac auditCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- auditRecordsDesc
+	ch <- auditQueueDesc
+	ch <- auditWaitsDesc
+	ch <- auditWaitedDesc
+}
+
+func (ac auditCollector) Collect(ch chan<- prometheus.Metric) {
+	a := ac.m.audit.Load()
+	if a == nil {
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(auditRecordsDesc, prometheus.CounterValue, float64(a.stored.Load()), "stored")
+	ch <- prometheus.MustNewConstMetric(auditRecordsDesc, prometheus.CounterValue, float64(a.dropped.Load()), "lost")
+	ch <- prometheus.MustNewConstMetric(auditQueueDesc, prometheus.GaugeValue, float64(len(a.queue)))
+	ch <- prometheus.MustNewConstMetric(auditWaitsDesc, prometheus.CounterValue, float64(a.waits.Load()))
+	ch <- prometheus.MustNewConstMetric(auditWaitedDesc, prometheus.CounterValue, time.Duration(a.waited.Load()).Seconds())
 }
 
 // metricsHandler serves /metrics without a token, like /healthz: the

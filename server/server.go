@@ -93,6 +93,9 @@ func New(cfg Config, st *store.Store, authn auth.Authenticator, logger *zap.Logg
 	s := &Server{cfg: cfg, store: st, auth: authn, log: logger, tenants: newTenantCache(cfg.TenantCacheTTL)}
 	if cfg.Audit {
 		s.auditor = newAuditor(st, logger)
+		if cfg.Metrics != nil {
+			cfg.Metrics.audit.Store(s.auditor)
+		}
 	}
 	s.engine = s.routes()
 	return s
