@@ -27,20 +27,30 @@ const rowsVersion = 3
 // convertBatch is how many documents a conversion reads at a time.
 const convertBatch = 500
 
-// upgradeDocs converts the documents of a file older than formatVersion;
-// converting, when set, is told of its progress.
-func (f *file) upgradeDocs(ctx context.Context, converting func(coll string, committed bool)) error {
-	if converting == nil {
-		converting = func(string, bool) {}
-	}
+// conversion is one change of a file's format: the collections it
+// converts (listed by list), each in a transaction of its own (convert,
+// which returns how many documents), then the file marked version and
+// done logged with what it did.
+type conversion struct {
+	version int64
+	list    string
+	convert func(ctx context.Context, w *conn, coll string) (int64, error)
+	what    string // "documents" or "rows", for errors
+	done    string // the log line
+}
+
+// upgradeTo runs c on the file unless it is at c.version already;
+// committed is told of each collection committed, mark run before the
+// version is set.
+func (f *file) upgradeTo(ctx context.Context, c conversion, committed func(coll string), mark ...string) error {
 	var v int64
 	if _, err := f.w.queryRow(ctx, "PRAGMA user_version", nil, &v); err != nil {
 		return fmt.Errorf("read the file's version: %w", err)
 	}
-	if v >= formatVersion {
+	if v >= c.version {
 		return nil
 	}
-	colls, err := queryStrings(ctx, f.w, "SELECT substr(name, 3) FROM sqlite_schema AS s WHERE type = 'table' AND name LIKE 'd\\_%' ESCAPE '\\' AND NOT EXISTS (SELECT 1 FROM pragma_table_info(s.name) WHERE name = 'b') ORDER BY name")
+	colls, err := queryStrings(ctx, f.w, c.list)
 	if err != nil {
 		return fmt.Errorf("list the collections to convert: %w", err)
 	}
@@ -49,31 +59,48 @@ func (f *file) upgradeDocs(ctx context.Context, converting func(coll string, com
 	for _, coll := range colls {
 		var n int64
 		err := f.write(ctx, func(ctx context.Context, w *conn) (err error) {
-			n, err = convertDocs(ctx, w, f.codec, f.shared, namesOf(coll), func() { converting(coll, false) })
+			n, err = c.convert(ctx, w, coll)
 			return err
 		})
 		if err != nil {
-			return fmt.Errorf("convert the documents of %s: %w", coll, err)
+			return fmt.Errorf("convert the %s of %s: %w", c.what, coll, err)
 		}
 		docs += n
-		converting(coll, true)
+		committed(coll)
 	}
 	err = f.write(ctx, func(ctx context.Context, w *conn) error {
-		if err := w.run(ctx, createBlobsTable); err != nil {
-			return err
+		for _, s := range append(mark, fmt.Sprintf("PRAGMA user_version = %d", c.version)) {
+			if err := w.run(ctx, s); err != nil {
+				return err
+			}
 		}
-		return w.run(ctx, fmt.Sprintf("PRAGMA user_version = %d", formatVersion))
+		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("mark the file converted: %w", err)
 	}
-	if len(colls) == 0 {
-		return nil
+	if len(colls) > 0 {
+		f.log.Info(c.done, zap.String("file", f.path), zap.Int("collections", len(colls)), zap.Int64("documents", docs), zap.Duration("took", time.Since(start)))
+		f.compact = true
 	}
-	f.log.Info("converted the documents of an older file: compressed, shared values kept once",
-		zap.String("file", f.path), zap.Int("collections", len(colls)), zap.Int64("documents", docs), zap.Duration("took", time.Since(start)))
-	f.compact = true
 	return nil
+}
+
+// upgradeDocs converts the documents of a file older than formatVersion;
+// converting, when set, is told of its progress.
+func (f *file) upgradeDocs(ctx context.Context, converting func(coll string, committed bool)) error {
+	if converting == nil {
+		converting = func(string, bool) {}
+	}
+	return f.upgradeTo(ctx, conversion{
+		version: formatVersion,
+		list:    "SELECT substr(name, 3) FROM sqlite_schema AS s WHERE type = 'table' AND name LIKE 'd\\_%' ESCAPE '\\' AND NOT EXISTS (SELECT 1 FROM pragma_table_info(s.name) WHERE name = 'b') ORDER BY name",
+		convert: func(ctx context.Context, w *conn, coll string) (int64, error) {
+			return convertDocs(ctx, w, f.codec, f.shared, namesOf(coll), func() { converting(coll, false) })
+		},
+		what: "documents",
+		done: "converted the documents of an older file: compressed, shared values kept once",
+	}, func(coll string) { converting(coll, true) }, createBlobsTable)
 }
 
 // upgradeRows gives the rows of a file older than rowsVersion their row
@@ -82,46 +109,19 @@ func (f *file) upgradeRows(ctx context.Context, converting func(coll string, com
 	if converting == nil {
 		converting = func(string, bool) {}
 	}
-	var v int64
-	if _, err := f.w.queryRow(ctx, "PRAGMA user_version", nil, &v); err != nil {
-		return fmt.Errorf("read the file's version: %w", err)
-	}
-	if v >= rowsVersion {
-		return nil
-	}
-	colls, err := queryStrings(ctx, f.w, "SELECT substr(name, 3) FROM sqlite_schema AS s WHERE type = 'table' AND name LIKE 'd\\_%' ESCAPE '\\' ORDER BY name")
-	if err != nil {
-		return fmt.Errorf("list the collections to convert: %w", err)
-	}
-	start := time.Now()
-	var docs int64
-	for _, coll := range colls {
-		var n int64
-		err := f.write(ctx, func(ctx context.Context, w *conn) (err error) {
-			n, err = convertRows(ctx, w, f.codec, f.name, namesOf(coll))
+	return f.upgradeTo(ctx, conversion{
+		version: rowsVersion,
+		list:    "SELECT substr(name, 3) FROM sqlite_schema AS s WHERE type = 'table' AND name LIKE 'd\\_%' ESCAPE '\\' ORDER BY name",
+		convert: func(ctx context.Context, w *conn, coll string) (int64, error) {
+			n, err := convertRows(ctx, w, f.codec, f.name, namesOf(coll))
 			if err == nil {
 				converting(rowsStep+coll, false)
 			}
-			return err
-		})
-		if err != nil {
-			return fmt.Errorf("convert the rows of %s: %w", coll, err)
-		}
-		converting(rowsStep+coll, true)
-		docs += n
-	}
-	err = f.write(ctx, func(ctx context.Context, w *conn) error {
-		return w.run(ctx, fmt.Sprintf("PRAGMA user_version = %d", rowsVersion))
-	})
-	if err != nil {
-		return fmt.Errorf("mark the file converted: %w", err)
-	}
-	if len(colls) > 0 {
-		f.log.Info("converted the rows of an older file: row keys written, the second index of each collection's entries dropped",
-			zap.String("file", f.path), zap.Int("collections", len(colls)), zap.Int64("documents", docs), zap.Duration("took", time.Since(start)))
-		f.compact = true
-	}
-	return nil
+			return n, err
+		},
+		what: "rows",
+		done: "converted the rows of an older file: row keys written, the second index of each collection's entries dropped",
+	}, func(coll string) { converting(rowsStep+coll, true) })
 }
 
 // rowsStep prefixes the collection names upgradeRows tells converting of.
