@@ -572,7 +572,21 @@ func without(cs []expr, i int) []expr {
 // an equality on text outside the row keys is a lookup of the entry's
 // key; anything else is asked of the row keys (rowkeys.go).
 func (p *planner) fieldPred(b *builder, fe *fieldExpr, rid string) {
-	if (fe.op == opEq || fe.op == opIn) && fe.kind == kindString && !rowHolds(fe.path) || fe.op == opIn && len(fe.vals) > maxFuncValues {
+	switch {
+	case rowOnly(fe.path) && fe.op == opIn && len(fe.vals) > maxFuncValues:
+		// no index entries to look up: the values a call at a time
+		b.WriteString("(")
+		for i := 0; i < len(fe.vals); i += maxFuncValues {
+			if i > 0 {
+				b.WriteString(" OR ")
+			}
+			part := *fe
+			part.vals = fe.vals[i:min(i+maxFuncValues, len(fe.vals))]
+			p.fieldPred(b, &part, rid)
+		}
+		b.WriteString(")")
+		return
+	case (fe.op == opEq || fe.op == opIn) && fe.kind == kindString && !rowHolds(fe.path), fe.op == opIn && len(fe.vals) > maxFuncValues:
 		b.WriteString("EXISTS (SELECT 1 FROM " + p.n.x + " WHERE rid = " + rid + " AND ")
 		b.entryCond("", fe)
 		b.WriteString(")")

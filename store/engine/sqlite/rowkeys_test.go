@@ -151,3 +151,23 @@ func TestDamagedRowKeysFailTheRead(t *testing.T) {
 		t.Fatal("a query reading damaged row keys succeeded")
 	}
 }
+
+// TestManyValuesOfASortKey checks an $in of more values than a function
+// call takes on a path kept in rows only (no index entries to look up).
+func TestManyValuesOfASortKey(t *testing.T) {
+	ctx := context.Background()
+	e := openTest(t, Options{})
+	c := e.Database("t").Collection("C")
+	if err := c.InsertMany(ctx, rowKeyDocs()); err != nil {
+		t.Fatal(err)
+	}
+	vals := bson.A{"gamma"}
+	for i := range 2 * maxFuncValues {
+		vals = append(vals, fmt.Sprint("v", i))
+	}
+	vals = append(vals, "zeta")
+	got := findIDs(t, c, bson.D{{Key: "tag", Value: "all"}, {Key: "sort.name.a", Value: bson.D{{Key: "$in", Value: vals}}}}, bson.D{{Key: "_id", Value: 1}})
+	if fmt.Sprint(got) != "[02 04 07 09 12 14 17 19 22 24 27 29]" {
+		t.Errorf("sort.name.a in %d values: %v", len(vals), got)
+	}
+}
