@@ -142,7 +142,7 @@ func convertRows(ctx context.Context, w *conn, cd *codec, db string, n names) (i
 	}
 	var count int64
 	for after := int64(-1 << 63); ; {
-		batch, err := readKeyless(ctx, w, n, after)
+		batch, err := readRaw(ctx, w, n, after, " AND k IS NULL")
 		if err != nil {
 			return count, err
 		}
@@ -175,21 +175,6 @@ func convertRows(ctx context.Context, w *conn, cd *codec, db string, n names) (i
 	return count, w.run(ctx, "DROP INDEX IF EXISTS "+n.r)
 }
 
-// readKeyless reads the next convertBatch documents after rid after that
-// have no row keys.
-func readKeyless(ctx context.Context, w *conn, n names, after int64) ([]*stored, error) {
-	r, err := w.query(ctx, "SELECT rid, id, doc FROM "+n.d+" WHERE rid > ? AND k IS NULL ORDER BY rid LIMIT ?", []any{after, convertBatch})
-	if err != nil {
-		return nil, err
-	}
-	defer r.close()
-	var out []*stored
-	for r.next() {
-		out = append(out, &stored{rid: r.int64(0), id: r.text(1), doc: r.bytes(2)})
-	}
-	return out, r.err
-}
-
 // convertDocs rewrites the documents of one collection (stored as
 // inserted) in parts, adding d_C's blob column, calling batchDone after
 // each batch; it returns how many.
@@ -201,7 +186,7 @@ func convertDocs(ctx context.Context, w *conn, cd *codec, shared string, n names
 	}
 	var count int64
 	for after := int64(-1 << 63); ; {
-		batch, err := readRaw(ctx, w, n, after)
+		batch, err := readRaw(ctx, w, n, after, "")
 		if err != nil || len(batch) == 0 {
 			return count, err
 		}
@@ -229,9 +214,10 @@ func convertDocs(ctx context.Context, w *conn, cd *codec, shared string, n names
 	}
 }
 
-// readRaw reads the next convertBatch documents after rid after, as stored.
-func readRaw(ctx context.Context, w *conn, n names, after int64) ([]*stored, error) {
-	r, err := w.query(ctx, "SELECT rid, id, doc FROM "+n.d+" WHERE rid > ? ORDER BY rid LIMIT ?", []any{after, convertBatch})
+// readRaw reads the next convertBatch documents after rid after (and
+// satisfying the SQL condition and, when not empty), as stored.
+func readRaw(ctx context.Context, w *conn, n names, after int64, and string) ([]*stored, error) {
+	r, err := w.query(ctx, "SELECT rid, id, doc FROM "+n.d+" WHERE rid > ?"+and+" ORDER BY rid LIMIT ?", []any{after, convertBatch})
 	if err != nil {
 		return nil, err
 	}
