@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"fhirstore/fhirschema"
+	"fhirstore/server"
 	"fhirstore/store"
 )
 
@@ -168,4 +169,23 @@ func BenchmarkValidateCreateBody(b *testing.B) {
 			b.Fatal(r.Issues)
 		}
 	}
+}
+
+// BenchmarkCreateConcurrentAudited posts Patients from 16 goroutines with
+// the audit trail on, as write_scaling.py's many clients do: what a
+// create costs the server when the writes commit together.
+func BenchmarkCreateConcurrentAudited(b *testing.B) {
+	e := newEnv(b, func(c *server.Config, _ *store.Options) { c.Audit = true })
+	b.ReportAllocs()
+	b.SetParallelism(8)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if r := e.post("/Patient", benchPatient); r.Status != http.StatusCreated {
+				b.Errorf("create: %d %s", r.Status, r.Body)
+				return
+			}
+		}
+	})
+	closeAudit(b, e)
 }

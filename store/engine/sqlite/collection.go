@@ -102,7 +102,8 @@ func (c *collection) InsertMany(ctx context.Context, docs []any) error {
 			if err := pending.flush(ctx, w); err != nil {
 				return err
 			}
-			return c.addPaths(ctx, w, d)
+			c.addPaths(w, d)
+			return nil
 		})
 		if err != nil {
 			return classify(c.op("insert into"), err)
@@ -197,7 +198,8 @@ func (c *collection) replace(ctx context.Context, w *conn, old *stored, p *prepa
 	d := pathDeltas{}
 	d.add(oldEntries, -1)
 	d.add(p.entries, 1)
-	return c.addPaths(ctx, w, d)
+	c.addPaths(w, d)
+	return nil
 }
 
 // upsert inserts p when nothing matched and upsert is set, taking its _id
@@ -234,7 +236,8 @@ func (c *collection) insertOne(ctx context.Context, w *conn, p *prepared) error 
 	}
 	d := pathDeltas{}
 	d.add(p.entries, 1)
-	return c.addPaths(ctx, w, d)
+	c.addPaths(w, d)
+	return nil
 }
 
 // DeleteOne removes the first document matching filter.
@@ -282,7 +285,8 @@ func (c *collection) delete(ctx context.Context, filter bson.D, limit int64) (in
 				d.add(entries, -1)
 			}
 			n = int64(len(old))
-			return c.addPaths(ctx, w, d)
+			c.addPaths(w, d)
+			return nil
 		})
 		return classify(c.op("delete from"), err)
 	})

@@ -117,6 +117,7 @@ func (f *file) commit(batch []*writeReq) (again []*writeReq) {
 		// SQLite ended the transaction (an I/O error, a full disk): this
 		// write fails, the others run again in a new one.
 		f.w.codes.end(false)
+		f.w.paths.end()
 		r.finish(err)
 		return append(ok, batch[i+1:]...)
 	}
@@ -142,12 +143,18 @@ func (f *file) commitOne(r *writeReq) []*writeReq {
 // finishCommit commits the transaction of the writes ok, which succeeded,
 // and gives them their outcome.
 func (f *file) finishCommit(ok []*writeReq) {
+	if err := f.w.paths.apply(context.Background(), f.w); err != nil {
+		f.rollback()
+		finishAll(ok, err)
+		return
+	}
 	if _, err := f.w.exec(context.Background(), "COMMIT"); err != nil {
 		f.rollback()
 		finishAll(ok, fmt.Errorf("commit: %w", err))
 		return
 	}
 	f.w.codes.end(true)
+	f.w.paths.end()
 	f.stats.transactions.Add(1)
 	f.stats.writes.Add(int64(len(ok)))
 	finishAll(ok, nil)
@@ -176,12 +183,13 @@ func (f *file) savepoint(r *writeReq) (err error) {
 	if _, err := f.w.exec(bg, "SAVEPOINT w"); err != nil {
 		return fmt.Errorf("savepoint: %w", err)
 	}
-	mark := f.w.codes.mark()
+	mark, pmark := f.w.codes.mark(), f.w.paths.mark()
 	defer func() {
 		if err == nil || !f.inTransaction() {
 			return
 		}
 		f.w.codes.rollbackTo(mark)
+		f.w.paths.rollbackTo(pmark)
 		if _, rerr := f.w.exec(bg, "ROLLBACK TO w"); rerr != nil {
 			err = fmt.Errorf("%w (and roll back: %v)", err, rerr)
 		}
@@ -204,6 +212,7 @@ func (f *file) inTransaction() bool {
 // rollback ends the writer's transaction, forgetting what it numbered.
 func (f *file) rollback() {
 	f.w.codes.end(false)
+	f.w.paths.end()
 	if _, err := f.w.exec(context.Background(), "ROLLBACK"); err != nil && !strings.Contains(err.Error(), "no transaction") {
 		f.log.Warn("roll back a failed commit", zap.String("file", f.path), zap.Error(err))
 	}

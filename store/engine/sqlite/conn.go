@@ -27,6 +27,7 @@ type conn struct {
 	scratch uintptr // C memory values are copied through to be bound
 	size    int
 	codes   *fieldCodes // the writer's path numbers (nil on readers)
+	paths   *pathLog    // the writer's changes of the path counts (nil on readers)
 	funcs   uintptr     // the state of its SQL functions (funcs.go), 0 without
 }
 

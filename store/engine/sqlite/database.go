@@ -60,6 +60,10 @@ func (d *database) Drop(ctx context.Context) error {
 			return classify("drop database "+d.name, err)
 		}
 		err = f.write(ctx, func(ctx context.Context, w *conn) error {
+			// The counts the batch's earlier writes hold go before their tables.
+			if err := w.settlePaths(ctx); err != nil {
+				return err
+			}
 			tables, err := queryStrings(ctx, w, "SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY sql LIKE 'CREATE VIRTUAL%' DESC")
 			if err != nil {
 				return err

@@ -7,8 +7,9 @@
 //
 // # Files and connections
 //
-// Each database is one file, <dir>/<database>.db (4 KiB pages: the fixed
-// cost of a collection's tables is a page each; older files keep 8 KiB), in WAL
+// Each database is one file, <dir>/<database>.db (8 KiB pages: rows of
+// a few KiB leave less of a page unused than in 4 KiB ones; a file keeps
+// the page size it was made with), in WAL
 // mode so that readers never wait for the writer and several processes
 // can share it: busy_timeout makes writers of different processes take
 // turns. A file has one writer connection and a pool of query_only
@@ -52,8 +53,10 @@
 // (array elements share their array's path, as in MongoDB), v its value;
 // it finds documents by value. What a plan asks of a document it holds
 // (its other conditions, its sort values) is read from the row's k
-// column, the document's row keys: its entries that are not text, its
-// sort keys (the store's "sort" field) and which other paths hold text
+// column, the document's row keys: its entries that are not text, the
+// entries of the fields no query finds documents by (rowFields: the
+// store's sort keys, versions' numbers, methods and transactions), which
+// x_C does not hold, and which other paths hold text
 // (rowkeys.go). A file of format 2 (user_version 2, with a second index
 // of x_C on (rid, f, v) for those questions, 40% of the file) gets its
 // row keys and loses that index when opened (format.go).

@@ -222,6 +222,9 @@ func (st *stats) best(cs []expr) int {
 // top-level leaves are counted in rank order, each only up to one more
 // than the least counted before it, one statement each, then the others.
 func (p *planner) readStats(ctx context.Context, cs []expr, paths []string, want int64, sorted, counting bool) (*stats, error) {
+	if err := p.q.settlePaths(ctx); err != nil {
+		return nil, err
+	}
 	var chained, plain []any
 	for _, c := range cs {
 		switch {

@@ -29,7 +29,7 @@ const (
 // are sized by memory (below).
 var (
 	pragmas       = []string{"busy_timeout = 10000", "temp_store = MEMORY", "foreign_keys = 0"}
-	writerPragmas = []string{"page_size = 4096", "journal_mode = WAL", "synchronous = NORMAL", "wal_autocheckpoint = 131072"}
+	writerPragmas = []string{"page_size = 8192", "journal_mode = WAL", "synchronous = NORMAL", "wal_autocheckpoint = 131072"}
 	readerPragmas = []string{"query_only = 1"}
 )
 
@@ -117,7 +117,7 @@ func openFile(dir, name string, o fileOptions) (*file, error) {
 	if err != nil {
 		return nil, classify("open "+path, err)
 	}
-	w.codes = &fieldCodes{}
+	w.codes, w.paths = &fieldCodes{}, &pathLog{}
 	if err := registerFuncs(w, o.codec); err != nil {
 		w.close()
 		return nil, classify("open "+path, err)
@@ -162,6 +162,9 @@ func (f *file) open(ctx context.Context, o fileOptions) error {
 	}
 	if err := f.upgradeRows(ctx, o.converting); err != nil {
 		return classify("convert the rows of "+f.path, err)
+	}
+	if err := f.upgradeRowFields(ctx); err != nil {
+		return classify("convert the index entries of "+f.path, err)
 	}
 	if f.compact {
 		// The conversions shrank the file's contents in place, leaving

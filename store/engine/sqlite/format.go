@@ -24,6 +24,14 @@ const formatVersion = 2
 // dropped.
 const rowsVersion = 3
 
+// rowFieldsVersion is the user_version of a file whose x tables hold no
+// entries of the fields rows keep alone (rowFields: since this format,
+// versions' numbers, methods and transactions too). An older file's
+// entries of those fields are deleted when it is opened; its rows read
+// as they are (a row keeps which of those fields hold text, and a
+// condition on them reads the document then).
+const rowFieldsVersion = 4
+
 // convertBatch is how many documents a conversion reads at a time.
 const convertBatch = 500
 
@@ -37,6 +45,9 @@ type conversion struct {
 	convert func(ctx context.Context, w *conn, coll string) (int64, error)
 	what    string // "documents" or "rows", for errors
 	done    string // the log line
+	// inPlace: the conversion frees too little to rewrite the file for
+	// (VACUUM); later writes reuse its free pages.
+	inPlace bool
 }
 
 // upgradeTo runs c on the file unless it is at c.version already;
@@ -79,9 +90,9 @@ func (f *file) upgradeTo(ctx context.Context, c conversion, committed func(coll 
 	if err != nil {
 		return fmt.Errorf("mark the file converted: %w", err)
 	}
-	if len(colls) > 0 {
-		f.log.Info(c.done, zap.String("file", f.path), zap.Int("collections", len(colls)), zap.Int64("documents", docs), zap.Duration("took", time.Since(start)))
-		f.compact = true
+	if len(colls) > 0 && (docs > 0 || !c.inPlace) {
+		f.log.Info(c.done, zap.String("file", f.path), zap.Int("collections", len(colls)), zap.Int64(c.what, docs), zap.Duration("took", time.Since(start)))
+		f.compact = f.compact || !c.inPlace
 	}
 	return nil
 }
@@ -122,6 +133,42 @@ func (f *file) upgradeRows(ctx context.Context, converting func(coll string, com
 		what: "rows",
 		done: "converted the rows of an older file: row keys written, the second index of each collection's entries dropped",
 	}, func(coll string) { converting(rowsStep+coll, true) })
+}
+
+// upgradeRowFields deletes the index entries of rowFields from the x
+// tables of a file older than rowFieldsVersion.
+func (f *file) upgradeRowFields(ctx context.Context) error {
+	return f.upgradeTo(ctx, conversion{
+		version: rowFieldsVersion,
+		list:    "SELECT substr(name, 3) FROM sqlite_schema WHERE type = 'table' AND name LIKE 'x\\_%' ESCAPE '\\' ORDER BY name",
+		convert: func(ctx context.Context, w *conn, coll string) (int64, error) {
+			return dropRowFieldEntries(ctx, w, namesOf(coll))
+		},
+		what:    "entries",
+		done:    "converted the index entries of an older file: those of fields rows keep alone deleted",
+		inPlace: true,
+	}, func(string) {})
+}
+
+// dropRowFieldEntries deletes a collection's index entries of the paths
+// under rowFields, returning how many.
+func dropRowFieldEntries(ctx context.Context, w *conn, n names) (int64, error) {
+	paths, err := queryStrings(ctx, w, "SELECT path FROM "+fieldsTable+" ORDER BY id")
+	if err != nil {
+		return 0, fmt.Errorf("list the numbered paths: %w", err)
+	}
+	var all int64
+	for _, p := range paths {
+		if !rowOnly(p) {
+			continue
+		}
+		deleted, err := w.exec(ctx, "DELETE FROM "+n.x+" WHERE f = (SELECT id FROM "+fieldsTable+" WHERE path = ?)", p)
+		if err != nil {
+			return all, fmt.Errorf("drop the entries of %s: %w", p, err)
+		}
+		all += deleted
+	}
+	return all, nil
 }
 
 // rowsStep prefixes the collection names upgradeRows tells converting of.
@@ -169,8 +216,8 @@ func convertRows(ctx context.Context, w *conn, cd *codec, db string, n names) (i
 		count += int64(len(batch))
 		after = batch[len(batch)-1].rid
 	}
-	if _, err := w.exec(ctx, "DELETE FROM "+n.x+" WHERE f IN (SELECT id FROM "+fieldsTable+" WHERE path >= ? AND path < ?)", rowField+".", rowField+"/"); err != nil {
-		return count, fmt.Errorf("drop the entries rows keep: %w", err)
+	if _, err := dropRowFieldEntries(ctx, w, n); err != nil {
+		return count, err
 	}
 	return count, w.run(ctx, "DROP INDEX IF EXISTS "+n.r)
 }

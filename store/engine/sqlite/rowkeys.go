@@ -14,9 +14,9 @@ import (
 // asks of one document it already holds (its other conditions, its sort
 // values) is read from the document's row instead: the column k of d_C
 // holds, uncompressed, every entry whose value is not text (numbers,
-// dates, booleans, markers), every entry under rowField (the store's sort
+// dates, booleans, markers), every entry under rowFields (the store's sort
 // keys), and for the other paths holding text, that they do. A condition
-// on text outside rowField is an equality answered by x_C's key
+// on text outside rowFields is an equality answered by x_C's key
 // (f, v, rid), or, for the few documents holding text at its path, is
 // checked on the document itself (a prefix, a substring); everything
 // else (comparisons of numbers and dates, existence, sort values) is
@@ -45,9 +45,20 @@ const (
 // errRowKeys is a k column that does not decode.
 var errRowKeys = errors.New("row keys do not decode")
 
-// rowField is the top-level field whose entries a row keeps whole: where
-// the store keeps its sort keys ("sort.<param>.a", ".d").
-const rowField = "sort"
+// rowFields are the top-level fields whose entries a row keeps whole and
+// x_C does not: fields of the store's documents no query finds documents
+// by, only checks or sorts the documents it holds by. They are its sort
+// keys ("sort.<param>.a", ".d"), a version's number ("vid"), the method
+// that wrote it ("method") and its transaction ("txn"): the last three
+// are asked of documents found by their _id, and were a twentieth of the
+// index entries.
+func rowFields(top string) bool {
+	switch top {
+	case "sort", "vid", "method", "txn":
+		return true
+	}
+	return false
+}
 
 // keptInRow tells whether a row keeps entry e.
 func keptInRow(e entry) bool {
@@ -58,14 +69,14 @@ func keptInRow(e entry) bool {
 }
 
 // rowOnly tells whether the entries at path are kept in rows only, not
-// in x_C: the sort keys, which are read for the documents a plan holds
-// (a sort by one of them sorts the matches rather than walking an index).
+// in x_C: a condition on them is checked on each document a plan holds,
+// a sort by them sorts the matches rather than walking an index.
 func rowOnly(path string) bool { return rowHolds(path) }
 
 // rowHolds tells whether a row keeps every entry at path.
 func rowHolds(path string) bool {
 	top, _, _ := strings.Cut(path, ".")
-	return top == rowField
+	return rowFields(top)
 }
 
 // encodeRowKeys encodes the row keys of a document's entries, their

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -114,7 +115,7 @@ func TestAFileOfFormat2GetsItsRowKeys(t *testing.T) {
 	if _, err := r.queryRow(ctx, `SELECT (SELECT user_version FROM pragma_user_version), (SELECT count(*) FROM sqlite_schema WHERE name = 'r_C'), (SELECT count(*) FROM "d_C" WHERE k IS NULL)`, nil, &version, &indexes, &keyless); err != nil {
 		t.Fatal(err)
 	}
-	if version != rowsVersion || indexes != 0 || keyless != 0 {
+	if version != rowFieldsVersion || indexes != 0 || keyless != 0 {
 		t.Errorf("after the conversion: user_version %d, %d (rid, f, v) indexes, %d rows without keys", version, indexes, keyless)
 	}
 	if got := logs.FilterMessageSnippet("converted the rows").Len(); got != 1 {
@@ -169,5 +170,136 @@ func TestManyValuesOfASortKey(t *testing.T) {
 	got := findIDs(t, c, bson.D{{Key: "tag", Value: "all"}, {Key: "sort.name.a", Value: bson.D{{Key: "$in", Value: vals}}}}, bson.D{{Key: "_id", Value: 1}})
 	if fmt.Sprint(got) != "[02 04 07 09 12 14 17 19 22 24 27 29]" {
 		t.Errorf("sort.name.a in %d values: %v", len(vals), got)
+	}
+}
+
+// toFormat3RowFields rewrites the file at path as format 3 kept the
+// fields rows keep alone since format 4 (versions' numbers, methods,
+// transactions): their entries in x_C too, and a row's keys with only a
+// flag for their text.
+func toFormat3RowFields(t *testing.T, path, coll string) {
+	t.Helper()
+	ctx := context.Background()
+	cd, err := newCodec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cd.close()
+	w, err := openConn(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.close()
+	w.codes = &fieldCodes{}
+	if err := w.codes.begin(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	n := namesOf(coll)
+	docs, err := readRaw(ctx, w, n, -1<<63, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range docs {
+		rest, err := cd.restOf(d.doc, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		entries, err := docEntries(rest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var kept []codedEntry
+		for _, e := range entries {
+			f, err := w.codes.code(ctx, w, e.f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, text := e.v.(string)
+			top, _, _ := strings.Cut(e.f, ".")
+			switch {
+			case text && top != "sort":
+				kept = append(kept, codedEntry{f: f, text: true})
+			default:
+				kept = append(kept, codedEntry{f: f, v: e.v})
+			}
+			if rowOnly(e.f) && top != "sort" {
+				if _, err := w.exec(ctx, "INSERT INTO "+n.x+" (f, v, rid) VALUES (?, ?, ?)", f, e.v, d.rid); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		sortCoded(kept)
+		if _, err := w.exec(ctx, "UPDATE "+n.d+" SET k = ? WHERE rid = ?", encodeRowKeys(kept), d.rid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.run(ctx, "PRAGMA user_version = 3"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestAFileOfFormat3LosesTheEntriesRowsKeep opens a file of format 3,
+// whose x table holds entries of versions' numbers, methods and
+// transactions and whose rows hold only a flag for their text, and finds
+// those entries deleted, queries on the fields answering as before (from
+// the documents, for the rows written before), writes going on.
+func TestAFileOfFormat3LosesTheEntriesRowsKeep(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	e := openAt(t, dir, Options{})
+	c := e.Database("t").Collection("history")
+	var docs []any
+	for i := range 12 {
+		docs = append(docs, bson.D{{Key: "_id", Value: fmt.Sprintf("P/%d/1", i)}, {Key: "id", Value: fmt.Sprint(i)},
+			{Key: "vid", Value: int32(1 + i%3)}, {Key: "method", Value: []string{"POST", "PUT", "DELETE"}[i%3]},
+			{Key: "txn", Value: fmt.Sprintf("txn-%d", i%2)}})
+	}
+	if err := c.InsertMany(ctx, docs); err != nil {
+		t.Fatal(err)
+	}
+	queries := []bson.D{
+		{{Key: "txn", Value: "txn-1"}},
+		{{Key: "_id", Value: bson.D{{Key: "$in", Value: bson.A{"P/1/1", "P/2/1", "P/3/1"}}}}, {Key: "txn", Value: "txn-1"}},
+		{{Key: "method", Value: "PUT"}, {Key: "vid", Value: bson.D{{Key: "$gte", Value: 2}}}},
+		{{Key: "vid", Value: 3}},
+	}
+	before := make([]string, len(queries))
+	for i, q := range queries {
+		before[i] = fmt.Sprint(findIDs(t, c, q, bson.D{{Key: "vid", Value: -1}, {Key: "_id", Value: 1}}))
+	}
+	if err := e.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "t.db")
+	toFormat3RowFields(t, path, "history")
+
+	core, logs := observer.New(zap.InfoLevel)
+	e = openAt(t, dir, Options{Logger: zap.New(core)})
+	c = e.Database("t").Collection("history")
+	for i, q := range queries {
+		if got := fmt.Sprint(findIDs(t, c, q, bson.D{{Key: "vid", Value: -1}, {Key: "_id", Value: 1}})); got != before[i] {
+			t.Errorf("%v: %s after the conversion, %s before", q, got, before[i])
+		}
+	}
+	if err := c.InsertOne(ctx, bson.D{{Key: "_id", Value: "P/new/1"}, {Key: "vid", Value: int32(1)}, {Key: "txn", Value: "txn-new"}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(findIDs(t, c, bson.D{{Key: "txn", Value: "txn-new"}}, nil)); got != "[P/new/1]" {
+		t.Errorf("a document written after the conversion: %s", got)
+	}
+	r, err := openConn(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.close()
+	var version, left int64
+	if _, err := r.queryRow(ctx, `SELECT (SELECT user_version FROM pragma_user_version), (SELECT count(*) FROM "x_history" x JOIN "_fields" p ON p.id = x.f WHERE p.path IN ('vid', 'method', 'txn'))`, nil, &version, &left); err != nil {
+		t.Fatal(err)
+	}
+	if version != rowFieldsVersion || left != 0 {
+		t.Errorf("after the conversion: user_version %d, %d entries of fields rows keep", version, left)
+	}
+	if got := logs.FilterMessageSnippet("those of fields rows keep alone deleted").Len(); got != 1 {
+		t.Errorf("%d log lines about the conversion, want 1: %v", got, logs.All())
 	}
 }

@@ -312,7 +312,7 @@ func TestUpgradeFromTextPaths(t *testing.T) {
 	if _, err := r.queryRow(ctx, `SELECT (SELECT user_version FROM pragma_user_version), (SELECT type FROM pragma_table_info('x_C') WHERE name = 'f')`, nil, &version, &typ); err != nil {
 		t.Fatal(err)
 	}
-	if version != rowsVersion || typ != "INTEGER" {
+	if version != rowFieldsVersion || typ != "INTEGER" {
 		t.Errorf("after the upgrade: user_version %d, f %s", version, typ)
 	}
 	// the paths numbered, then the (rid, f, v) index the old file had dropped

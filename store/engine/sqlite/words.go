@@ -371,6 +371,9 @@ func reindexWords(ctx context.Context, w *conn, n names, ws *wordPaths, involved
 // holdsScalars tells whether a document of the collection holds a scalar
 // at one of paths, from the path counts.
 func holdsScalars(ctx context.Context, w *conn, n names, paths []string) (bool, error) {
+	if err := w.settlePaths(ctx); err != nil {
+		return false, err
+	}
 	var b builder
 	b.WriteString("SELECT coalesce(sum(n), 0) FROM " + pathsTable + " WHERE c = ")
 	b.arg(n.coll)

@@ -290,34 +290,10 @@ func (c *collection) deleteEntries(ctx context.Context, w *conn, rid int64, entr
 	return nil
 }
 
-// addPaths applies the changes of the document counts.
-func (c *collection) addPaths(ctx context.Context, w *conn, d pathDeltas) error {
-	keys := make([]string, 0, len(d))
-	for f, ps := range d {
-		if ps.n != 0 || ps.e != 0 {
-			keys = append(keys, f)
-		}
-	}
-	slices.Sort(keys)
-	for len(keys) > 0 {
-		n := min(len(keys), entriesPerInsert)
-		var b strings.Builder
-		b.WriteString("INSERT INTO " + pathsTable + " (c, f, n, e) VALUES ")
-		args := make([]any, 0, 4*n)
-		for i, f := range keys[:n] {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			b.WriteString("(?,?,?,?)")
-			args = append(args, c.n.coll, f, d[f].n, d[f].e)
-		}
-		b.WriteString(" ON CONFLICT (c, f) DO UPDATE SET n = n + excluded.n, e = e + excluded.e")
-		if _, err := w.exec(ctx, b.String(), args...); err != nil {
-			return fmt.Errorf("count paths: %w", err)
-		}
-		keys = keys[n:]
-	}
-	return nil
+// addPaths holds the changes of the document counts, applied when the
+// writer's transaction commits (pathLog).
+func (c *collection) addPaths(w *conn, d pathDeltas) {
+	w.paths.add(c.n.coll, d)
 }
 
 // diffEntries lists the entries only in a and those only in b (both sorted).
