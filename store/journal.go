@@ -102,6 +102,9 @@ func (s *Store) fault(point string) error {
 // whole set with a *OpError wrapping ErrConflict at index owner[i].
 func (s *Store) commitJournal(ctx context.Context, tenant string, versions []*version, exists []bool, owner []int) error {
 	db := s.tenantDB(tenant)
+	if a, ok := db.(engine.Atomic); ok && s.opts.Fault == nil {
+		return s.commitAtomic(ctx, tenant, a, versions, exists, owner)
+	}
 	txn := uuid.NewString()
 	entry := journalEntry{ID: txn, At: s.opts.Now().UTC(), Keys: make([]journalKey, len(versions))}
 	rows := make([]any, len(versions))
@@ -149,7 +152,7 @@ func (s *Store) commitJournal(ctx context.Context, tenant string, versions []*ve
 	}
 	err = s.fault(FaultPutCurrent)
 	if err == nil {
-		err = s.putCurrentRows(ctx, tenant, versions, exists)
+		err = s.putCurrentRows(ctx, tenant, versions, exists, false)
 	}
 	if err != nil {
 		// Committed: recovery rolls the current rows forward later, and
@@ -161,6 +164,44 @@ func (s *Store) commitJournal(ctx context.Context, tenant string, versions []*ve
 		return err
 	}
 	s.finishTxn(ctx, tenant, txn)
+	return nil
+}
+
+// commitAtomic writes the history and current rows of versions in one
+// atomic write of an engine that has them: the journal, its decision and
+// recovery are not needed (a crash leaves all of them or none). With
+// fault points set (tests of recovery) the journal is used instead.
+func (s *Store) commitAtomic(ctx context.Context, tenant string, a engine.Atomic, versions []*version, exists []bool, owner []int) error {
+	db := s.tenantDB(tenant)
+	rows := make([]any, len(versions))
+	for i, v := range versions {
+		v.hist.Txn = ""
+		rows[i] = v.hist
+	}
+	var histErr error
+	err := a.RunAtomic(ctx, func(ctx context.Context) error {
+		if histErr = db.Collection(historyCollection).InsertMany(ctx, rows); histErr != nil {
+			return histErr
+		}
+		return s.putCurrentRows(ctx, tenant, versions, exists, true)
+	})
+	if histErr != nil {
+		if idx, ok := duplicateIndex(histErr); ok {
+			v := versions[idx]
+			return &OpError{Index: owner[idx], Err: fmt.Errorf("%w: version %d of %s/%s was written concurrently", ErrConflict, v.hist.VID, v.hist.Type, v.hist.ID)}
+		}
+		return dbError("insert history rows", histErr)
+	}
+	if err != nil {
+		return err
+	}
+	changed := map[string]bool{}
+	for _, v := range versions {
+		if !changed[v.hist.Type] {
+			changed[v.hist.Type] = true
+			s.changedRow(ctx, tenant, v.hist.Type)
+		}
+	}
 	return nil
 }
 
@@ -197,7 +238,14 @@ func (s *Store) decide(ctx context.Context, tenant, txn string, commit bool) (bo
 
 // putCurrentRows writes the current rows of a committed transaction: new
 // resources in one insert, replaced ones one by one.
-func (s *Store) putCurrentRows(ctx context.Context, tenant string, versions []*version, exists []bool) error {
+//
+// Inside an atomic write (atomic), the caches are told of the changes by
+// the caller once it committed, not here.
+func (s *Store) putCurrentRows(ctx context.Context, tenant string, versions []*version, exists []bool, atomic bool) error {
+	put := s.putCurrent
+	if atomic {
+		put = s.putCurrentRow
+	}
 	byType := map[string][]any{}
 	var order []string
 	for i, v := range versions {
@@ -205,7 +253,7 @@ func (s *Store) putCurrentRows(ctx context.Context, tenant string, versions []*v
 			if err := s.fault(FaultPutCurrent + "/" + v.hist.Type); err != nil {
 				return err
 			}
-			if err := s.putCurrent(ctx, tenant, v.hist.Type, &v.doc, true); err != nil {
+			if err := put(ctx, tenant, v.hist.Type, &v.doc, true); err != nil {
 				return err
 			}
 			continue
@@ -221,8 +269,9 @@ func (s *Store) putCurrentRows(ctx context.Context, tenant string, versions []*v
 			return err
 		}
 		err := s.tenantDB(tenant).Collection(typ).InsertMany(ctx, docs)
-		s.changed(tenant, typ)
-		s.conformanceChanged(ctx, tenant, typ)
+		if !atomic {
+			s.changedRow(ctx, tenant, typ)
+		}
 		if err == nil {
 			continue
 		}
@@ -234,7 +283,7 @@ func (s *Store) putCurrentRows(ctx context.Context, tenant string, versions []*v
 			if !errors.Is(we.Err, engine.ErrDuplicateKey) {
 				return dbError("insert current rows", err)
 			}
-			if err := s.putCurrent(ctx, tenant, typ, docs[we.Index].(*storedDoc), true); err != nil {
+			if err := put(ctx, tenant, typ, docs[we.Index].(*storedDoc), true); err != nil {
 				return err
 			}
 		}

@@ -375,20 +375,59 @@ func (s *Store) write(ctx context.Context, tenant string, in *prepared, id strin
 // writeOne stores one version: history row, then current row.
 func (s *Store) writeOne(ctx context.Context, tenant string, v *version, exists bool) error {
 	db := s.tenantDB(tenant)
-	if err := db.Collection(historyCollection).InsertOne(ctx, v.hist); err != nil {
-		if engine.IsDuplicateKey(err) {
-			s.repair(ctx, tenant, v.hist.Type, v.hist.ID)
-			return fmt.Errorf("%w: version %d of %s/%s was written concurrently", ErrConflict, v.hist.VID, v.hist.Type, v.hist.ID)
+	a, atomic := db.(engine.Atomic)
+	if !atomic {
+		if err := db.Collection(historyCollection).InsertOne(ctx, v.hist); err != nil {
+			return s.historyError(ctx, tenant, v, err)
 		}
-		return dbError("insert history row", err)
+		return s.putCurrent(ctx, tenant, v.hist.Type, &v.doc, exists)
 	}
-	return s.putCurrent(ctx, tenant, v.hist.Type, &v.doc, exists)
+	// Both rows in one transaction: one commit, and no half-done write
+	// for repair to finish.
+	var histErr error
+	err := a.RunAtomic(ctx, func(ctx context.Context) error {
+		if histErr = db.Collection(historyCollection).InsertOne(ctx, v.hist); histErr != nil {
+			return histErr
+		}
+		return s.putCurrentRow(ctx, tenant, v.hist.Type, &v.doc, exists)
+	})
+	if histErr != nil {
+		return s.historyError(ctx, tenant, v, histErr)
+	}
+	if err == nil {
+		s.changedRow(ctx, tenant, v.hist.Type)
+	}
+	return err
+}
+
+// historyError is the error of inserting version v's history row: a
+// conflict when another writer took that version number first (after
+// rolling the current row forward, should a writer have stopped between
+// its two rows).
+func (s *Store) historyError(ctx context.Context, tenant string, v *version, err error) error {
+	if engine.IsDuplicateKey(err) {
+		s.repair(ctx, tenant, v.hist.Type, v.hist.ID)
+		return fmt.Errorf("%w: version %d of %s/%s was written concurrently", ErrConflict, v.hist.VID, v.hist.Type, v.hist.ID)
+	}
+	return dbError("insert history row", err)
 }
 
 // putCurrent makes doc the current row unless a newer version got there first.
 func (s *Store) putCurrent(ctx context.Context, tenant, typ string, doc *storedDoc, exists bool) error {
-	defer s.changed(tenant, typ)
-	defer s.conformanceChanged(ctx, tenant, typ)
+	defer s.changedRow(ctx, tenant, typ)
+	return s.putCurrentRow(ctx, tenant, typ, doc, exists)
+}
+
+// changedRow tells the caches that a row of typ changed: the tenant's
+// definitions first, which a change of its search parameters re-indexes by.
+func (s *Store) changedRow(ctx context.Context, tenant, typ string) {
+	s.conformanceChanged(ctx, tenant, typ)
+	s.changed(tenant, typ)
+}
+
+// putCurrentRow writes doc as the current row unless a newer version got
+// there first.
+func (s *Store) putCurrentRow(ctx context.Context, tenant, typ string, doc *storedDoc, exists bool) error {
 	coll := s.tenantDB(tenant).Collection(typ)
 	if !exists {
 		err := coll.InsertOne(ctx, doc)

@@ -111,6 +111,18 @@ type Database interface {
 	CollectionNames(ctx context.Context) ([]string, error)
 }
 
+// Atomic is implemented by the databases of engines that can commit
+// writes to several of a database's collections together (the embedded
+// engine; MongoDB without a replica set cannot). RunAtomic runs fn: the
+// writes fn makes with the context it is given, to the database's
+// collections, commit together when fn returns nil and not at all when it
+// returns an error. A write that fails inside fn fails alone, as it would
+// outside it, and fn may go on. Reads inside fn do not see its writes;
+// fn must not start writes on other goroutines with its context.
+type Atomic interface {
+	RunAtomic(ctx context.Context, fn func(ctx context.Context) error) error
+}
+
 // Collection is a set of documents keyed by a unique string "_id".
 type Collection interface {
 	// InsertOne adds doc; an existing _id is ErrDuplicateKey.

@@ -30,6 +30,9 @@ func (c *collection) write(ctx context.Context, create bool, fn func(ctx context
 	if err != nil {
 		return err
 	}
+	if a := atomicOf(ctx, f); a != nil {
+		return a.write(ctx, c, create, fn)
+	}
 	for attempt := 0; ; attempt++ {
 		err = f.write(ctx, func(ctx context.Context, w *conn) error {
 			if create && !f.known(c.n.coll) {

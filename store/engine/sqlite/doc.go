@@ -15,9 +15,9 @@
 // turns. A file has one writer connection and a pool of query_only
 // readers. Writes queue for the writer, which commits every write queued
 // at the moment it takes its turn in one BEGIN IMMEDIATE transaction
-// (group commit), each write in a savepoint of its own: a write that
-// fails is rolled back to its savepoint and fails alone, the others
-// commit together in one append to the WAL (see commit.go). The reader
+// (group commit): a write that fails fails alone, the others commit
+// together in one append to the WAL (see commit.go). Writes to several
+// collections commit together in a RunAtomic (atomic.go). The reader
 // used last is taken first (its cache is the warmest); every read runs
 // in a read transaction, so what it plans with and what it reads are one
 // snapshot. Connections map the file into memory (mmap) and keep a

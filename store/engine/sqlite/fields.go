@@ -80,10 +80,7 @@ func (fc *fieldCodes) end(committed bool) {
 	fc.added = fc.added[:0]
 }
 
-// mark is the point a savepoint starts at, for rollbackTo.
-func (fc *fieldCodes) mark() int { return len(fc.added) }
-
-// rollbackTo forgets the numbers added since mark (a savepoint rolled back).
+// rollbackTo forgets the numbers added since mark.
 func (fc *fieldCodes) rollbackTo(mark int) {
 	for _, p := range fc.added[mark:] {
 		delete(fc.codes, p)

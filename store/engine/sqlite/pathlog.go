@@ -25,9 +25,6 @@ type pathDelta struct {
 	n, e int64
 }
 
-// pathMark is where a savepoint starts in the log, for rollbackTo.
-type pathMark struct{ n, applied int }
-
 // add holds the non-zero changes d of collection coll.
 func (l *pathLog) add(coll string, d pathDeltas) {
 	for f, ps := range d {
@@ -35,16 +32,6 @@ func (l *pathLog) add(coll string, d pathDeltas) {
 			l.deltas = append(l.deltas, pathDelta{c: coll, f: f, n: ps.n, e: ps.e})
 		}
 	}
-}
-
-// mark is the log's state when a savepoint starts.
-func (l *pathLog) mark() pathMark { return pathMark{n: len(l.deltas), applied: l.applied} }
-
-// rollbackTo forgets the changes held since m, and which of the changes
-// before m were applied since: rolling back to the savepoint undid both.
-func (l *pathLog) rollbackTo(m pathMark) {
-	l.deltas = l.deltas[:m.n]
-	l.applied = m.applied
 }
 
 // end follows the transaction's end, committed or not.
