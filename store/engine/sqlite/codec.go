@@ -235,10 +235,21 @@ func docHeader(doc []byte) (idPos, sharedPos int, frame []byte, err error) {
 	return int(id), int(sh), doc[1+n+m:], nil
 }
 
+// fastPartBytes is the size under which a part is compressed by s2's fast
+// encoder: its "better" one clears 576 KiB of match tables on every call
+// (~20 µs), which for a history row's ~150 bytes costs more than all the
+// rest; under 512 bytes the fast one stores 0.1% more.
+const fastPartBytes = 512
+
 // compress appends to header the stored form of data: an s2 block with
 // the dictionary's content, then the CRC-32C of data.
 func (c *codec) compress(header, data []byte) []byte {
-	out := append(header, c.s2.EncodeBetter(nil, data)...)
+	var out []byte
+	if len(data) < fastPartBytes {
+		out = append(header, c.s2.Encode(nil, data)...)
+	} else {
+		out = append(header, c.s2.EncodeBetter(nil, data)...)
+	}
 	return binary.LittleEndian.AppendUint32(out, crc32.Checksum(data, castagnoli))
 }
 

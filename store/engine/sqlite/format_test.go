@@ -315,9 +315,9 @@ func TestADamagedDocumentIsReportedNotServed(t *testing.T) {
 	for _, tc := range []struct {
 		name, damage string
 	}{
-		{"a flipped byte", "UPDATE d_Patient SET doc = substr(doc, 1, 12) || x'5A' || substr(doc, 14) WHERE id = 'p1'"},
+		{"a flipped byte", "UPDATE d_Patient SET doc = substr(doc, 1, 12) || iif(substr(doc, 13, 1) = x'5A', x'A5', x'5A') || substr(doc, 14) WHERE id = 'p1'"},
 		{"a torn end", "UPDATE d_Patient SET doc = substr(doc, 1, length(doc) - 5) WHERE id = 'p1'"},
-		{"a damaged shared value", "UPDATE _blobs SET z = substr(z, 1, 9) || x'00' || substr(z, 11) WHERE id = (SELECT b FROM d_Patient WHERE id = 'p1')"},
+		{"a damaged shared value", "UPDATE _blobs SET z = substr(z, 1, 9) || iif(substr(z, 10, 1) = x'00', x'01', x'00') || substr(z, 11) WHERE id = (SELECT b FROM d_Patient WHERE id = 'p1')"},
 		{"a missing shared value", "UPDATE d_Patient SET b = 999 WHERE id = 'p1'"},
 		{"an empty document", "UPDATE d_Patient SET doc = x'' WHERE id = 'p1'"},
 	} {
