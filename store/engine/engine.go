@@ -116,8 +116,9 @@ type Database interface {
 // engine; MongoDB without a replica set cannot). RunAtomic runs fn: the
 // writes fn makes with the context it is given, to the database's
 // collections, commit together when fn returns nil and not at all when it
-// returns an error. A write that fails inside fn fails alone, as it would
-// outside it, and fn may go on. Reads inside fn do not see its writes;
+// returns an error. A write inside fn that fails for a duplicate _id has
+// written nothing, and fn may go on; after any other failure the atomic
+// write fails whatever fn returns. Reads inside fn do not see its writes;
 // fn must not start writes on other goroutines with its context.
 type Atomic interface {
 	RunAtomic(ctx context.Context, fn func(ctx context.Context) error) error
