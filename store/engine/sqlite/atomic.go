@@ -19,8 +19,9 @@ type atomicWrite struct {
 	wrote   bool // a write succeeded
 }
 
-// partialError is the failure of an atomic write after one of its writes
-// succeeded: the transaction must be rolled back, whatever err says.
+// partialError is the failure of an atomic write that may have written
+// (one of its writes succeeded, or one failed midway): the transaction
+// must be rolled back, whatever err says.
 type partialError struct{ err error }
 
 func (e *partialError) Error() string { return e.err.Error() }
@@ -56,11 +57,14 @@ func (d *database) RunAtomic(ctx context.Context, fn func(ctx context.Context) e
 	err = f.write(ctx, func(ctx context.Context, w *conn) error {
 		a := &atomicWrite{f: f, w: w}
 		err := fn(context.WithValue(ctx, atomicKey{}, a))
-		if err == nil {
-			err = a.failed
-		}
 		created = a.created
-		if err != nil && a.wrote {
+		switch {
+		case a.failed != nil: // a write may have written part of itself
+			if err == nil {
+				err = a.failed
+			}
+			return &partialError{err}
+		case err != nil && a.wrote:
 			return &partialError{err}
 		}
 		return err
