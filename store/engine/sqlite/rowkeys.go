@@ -50,8 +50,8 @@ var errRowKeys = errors.New("row keys do not decode")
 // by, only checks or sorts the documents it holds by. They are its sort
 // keys ("sort.<param>.a", ".d"), a version's number ("vid"), the method
 // that wrote it ("method") and its transaction ("txn"): the last three
-// are asked of documents found by their _id, and were a twentieth of the
-// index entries.
+// are asked of documents found by their _id, and were 6% of the bytes of
+// the index entries at 100,000 resources.
 func rowFields(top string) bool {
 	switch top {
 	case "sort", "vid", "method", "txn":
