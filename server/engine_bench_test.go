@@ -38,6 +38,7 @@ import (
 	"fhirstore/store/engine"
 	"fhirstore/store/engine/sqlite"
 	"fhirstore/store/schemacheck"
+	"fhirstore/store/storetest"
 )
 
 // benchSizes are the tenant sizes of BenchmarkEngineTargets.
@@ -288,11 +289,11 @@ func loadSynthea(b *testing.B, e *env, n int) int {
 		loaded += entries
 	}
 	clients := benchClients(b)
-	cpu := processCPU(b)
+	cpu := storetest.ProcessCPU(b)
 	start := time.Now()
 	postConcurrently(b, e, bundles, clients)
 	rate := float64(loaded) / time.Since(start).Seconds()
-	perK := (processCPU(b) - cpu).Seconds() * 1000 / float64(loaded)
+	perK := (storetest.ProcessCPU(b) - cpu).Seconds() * 1000 / float64(loaded)
 	b.ReportMetric(rate, "ingest-resources/s")
 	b.ReportMetric(perK, "ingest-cpu-s/1k")
 	b.Logf("ingest: %d resources in %d transaction Bundles, %d clients: %.0f resources/s, %.2f CPU-seconds per 1,000", loaded, len(bundles), clients, rate, perK)

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"fhirstore/server/bulkexport"
+	"fhirstore/store/storetest"
 )
 
 // observationView is the view of the benchmark.
@@ -86,13 +87,13 @@ func BenchmarkViewThroughput(b *testing.B) {
 			var expCPU, runCPU time.Duration
 			for range 3 {
 				var d time.Duration
-				cpu := processCPU(b)
+				cpu := storetest.ProcessCPU(b)
 				exported, d = exportObservations(b, x)
-				expCPU += processCPU(b) - cpu
+				expCPU += storetest.ProcessCPU(b) - cpu
 				exp = append(exp, d)
-				cpu = processCPU(b)
+				cpu = storetest.ProcessCPU(b)
 				rows, d = runObservationView(b, x, id)
-				runCPU += processCPU(b) - cpu
+				runCPU += storetest.ProcessCPU(b) - cpu
 				run = append(run, d)
 			}
 			// CPU-seconds per 1,000 Observations: what each costs whatever

@@ -9,6 +9,7 @@ import (
 
 	"fhirstore/search"
 	"fhirstore/store"
+	"fhirstore/store/storetest"
 )
 
 // auditEvent is an AuditEvent of the shape the server's trail records.
@@ -106,7 +107,7 @@ func benchAuditEvents(b *testing.B, write func(context.Context, *store.Store, st
 	bodies := make([][]byte, 0, batch)
 	b.ReportAllocs()
 	b.ResetTimer()
-	cpu := processCPU(b)
+	cpu := storetest.ProcessCPU(b)
 	for i := 0; i < b.N; i++ {
 		bodies = append(bodies, auditEvent(i))
 		if len(bodies) == batch || i == b.N-1 {
@@ -116,5 +117,5 @@ func benchAuditEvents(b *testing.B, write func(context.Context, *store.Store, st
 			bodies = bodies[:0]
 		}
 	}
-	b.ReportMetric(float64((processCPU(b)-cpu).Microseconds())/float64(b.N), "cpu-µs/event")
+	b.ReportMetric(float64((storetest.ProcessCPU(b)-cpu).Microseconds())/float64(b.N), "cpu-µs/event")
 }

@@ -100,9 +100,6 @@ func (f *file) commit(batch []*writeReq) (again []*writeReq) {
 		finishAll(batch, err)
 		return nil
 	}
-	if len(batch) == 1 { // alone, a write's failure rolls back its transaction
-		return f.commitOne(batch[0])
-	}
 	var ok []*writeReq
 	for i, r := range batch {
 		if err := r.ctx.Err(); err != nil {
@@ -128,21 +125,6 @@ func (f *file) commit(batch []*writeReq) (again []*writeReq) {
 		return append(ok, batch[i+1:]...)
 	}
 	f.finishCommit(ok)
-	return nil
-}
-
-// commitOne runs a write queued alone in the transaction begun for it.
-func (f *file) commitOne(r *writeReq) []*writeReq {
-	err := r.ctx.Err()
-	if err == nil {
-		err = f.run(r)
-	}
-	if err != nil {
-		f.rollback()
-		r.finish(err)
-		return nil
-	}
-	f.finishCommit([]*writeReq{r})
 	return nil
 }
 

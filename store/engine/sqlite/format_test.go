@@ -91,17 +91,13 @@ func checkDocs(t *testing.T, e *Engine, db string, want map[string]map[string]bs
 // documents whole, as inserted, in d_C(rid, id, doc), no shared values.
 func toFormat1(t *testing.T, path string) {
 	t.Helper()
+	withRaw(t, path, append(append([]string{}, pragmas...), writerPragmas...), func(cd *codec, c *conn) { rewriteFormat1(t, cd, c) })
+}
+
+// rewriteFormat1 is toFormat1 on an open file.
+func rewriteFormat1(t *testing.T, cd *codec, c *conn) {
+	t.Helper()
 	ctx := context.Background()
-	cd, err := newCodec()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cd.close()
-	c, err := openConn(path, append(append([]string{}, pragmas...), writerPragmas...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.close()
 	colls, err := queryStrings(ctx, c, "SELECT substr(name, 3) FROM sqlite_schema WHERE type = 'table' AND name LIKE 'd\\_%' ESCAPE '\\'")
 	if err != nil {
 		t.Fatal(err)
@@ -131,6 +127,23 @@ func toFormat1(t *testing.T, path string) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// withRaw runs fn with a codec and a connection to the file at path,
+// outside any engine, and closes them.
+func withRaw(t *testing.T, path string, pragmas []string, fn func(cd *codec, c *conn)) {
+	t.Helper()
+	cd, err := newCodec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cd.close()
+	c, err := openConn(path, pragmas)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.close()
+	fn(cd, c)
 }
 
 // format1Dir is a data dir holding database "db" in the previous format,

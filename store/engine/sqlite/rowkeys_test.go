@@ -179,17 +179,13 @@ func TestManyValuesOfASortKey(t *testing.T) {
 // flag for their text.
 func toFormat3RowFields(t *testing.T, path, coll string) {
 	t.Helper()
+	withRaw(t, path, nil, func(cd *codec, w *conn) { rewriteFormat3RowFields(t, cd, w, coll) })
+}
+
+// rewriteFormat3RowFields is toFormat3RowFields on an open file.
+func rewriteFormat3RowFields(t *testing.T, cd *codec, w *conn, coll string) {
+	t.Helper()
 	ctx := context.Background()
-	cd, err := newCodec()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cd.close()
-	w, err := openConn(path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.close()
 	w.codes = &fieldCodes{}
 	if err := w.codes.begin(ctx, w); err != nil {
 		t.Fatal(err)
