@@ -57,7 +57,37 @@ func (d Definitions) Generation(ctx context.Context) (uint64, error) {
 	if d.s == nil {
 		return 0, nil
 	}
-	return d.s.ConformanceGeneration(ctx, d.tenant)
+	m, _ := ctx.Value(generationMemoKey{}).(*generationMemo)
+	if m == nil {
+		return d.s.ConformanceGeneration(ctx, d.tenant)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if gen, ok := m.gens[d.tenant]; ok {
+		return gen, nil
+	}
+	gen, err := d.s.ConformanceGeneration(ctx, d.tenant)
+	if err == nil {
+		m.gens[d.tenant] = gen
+	}
+	return gen, err
+}
+
+// generationMemo keeps the conformance generations read while one write's
+// resources are checked: they are checked against the same definitions,
+// and a generation changes only once a write commits. A Bundle of 500
+// entries reads the settings document once rather than 500 times.
+type generationMemo struct {
+	mu   sync.Mutex
+	gens map[string]uint64
+}
+
+type generationMemoKey struct{}
+
+// withGenerationMemo returns ctx under which Definitions.Generation reads
+// each tenant's generation once.
+func withGenerationMemo(ctx context.Context) context.Context {
+	return context.WithValue(ctx, generationMemoKey{}, &generationMemo{gens: map[string]uint64{}})
 }
 
 // Resource returns the tenant's current resource of type typ whose

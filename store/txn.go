@@ -312,6 +312,7 @@ func (s *Store) currentRows(ctx context.Context, tenant, typ string, ids []strin
 // prepare parses, patches and validates each body and rewrites its
 // references to other entries and its conditional references.
 func (t *txn) prepare(ctx context.Context) error {
+	ctx = withGenerationMemo(ctx)
 	for _, o := range t.ops {
 		if o.result.Outcome != 0 || o.Method == "DELETE" {
 			continue

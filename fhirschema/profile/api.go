@@ -137,19 +137,9 @@ func WithIndexedBundle(b *Bundle) Option {
 // exact element and the profile URL and rule or constraint key in their
 // text.
 func (v *Validator) Validate(ctx context.Context, defs Definitions, resource map[string]any, profileURL string, opts ...Option) ([]fhirschema.Issue, error) {
-	sc, err := v.scope(ctx, defs)
+	sc, p, err := v.find(ctx, defs, profileURL)
 	if err != nil {
 		return nil, err
-	}
-	p, err := sc.profile(ctx, profileURL)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		return nil, fmt.Errorf("%w %s: %w", ErrInvalidProfile, profileURL, err)
-	}
-	if p == nil {
-		return nil, fmt.Errorf("%w: %s", ErrUnknownProfile, profileURL)
 	}
 	w := &walker{ctx: ctx, v: v, sc: sc}
 	for _, o := range opts {
@@ -159,6 +149,34 @@ func (v *Validator) Validate(ctx context.Context, defs Definitions, resource map
 	typ, _ := resource["resourceType"].(string)
 	w.validateResource(p, resource, typ)
 	return w.issues, nil
+}
+
+// Lookup reports whether Validate can check against the profile at
+// profileURL: nil, or the ErrUnknownProfile or ErrInvalidProfile that
+// Validate would return, without a resource to decode first. What it
+// compiles is cached for Validate.
+func (v *Validator) Lookup(ctx context.Context, defs Definitions, profileURL string) error {
+	_, _, err := v.find(ctx, defs, profileURL)
+	return err
+}
+
+// find is the scope of defs and the profile at profileURL compiled in it.
+func (v *Validator) find(ctx context.Context, defs Definitions, profileURL string) (*scope, *compiled, error) {
+	sc, err := v.scope(ctx, defs)
+	if err != nil {
+		return nil, nil, err
+	}
+	p, err := sc.profile(ctx, profileURL)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, nil, ctx.Err()
+		}
+		return nil, nil, fmt.Errorf("%w %s: %w", ErrInvalidProfile, profileURL, err)
+	}
+	if p == nil {
+		return nil, nil, fmt.Errorf("%w: %s", ErrUnknownProfile, profileURL)
+	}
+	return sc, p, nil
 }
 
 // ErrUnknownProfile reports a profile the definitions do not hold.

@@ -45,8 +45,8 @@ func (c *Checker) checkProfiles(ctx context.Context, in store.Validation, defs p
 	if !bytes.Contains(in.Body, []byte(`"profile"`)) && len(in.Profiles) == 0 && len(c.policy.required(in.Tenant, in.Type)) == 0 {
 		return nil, nil // nothing to check: spare the decoding
 	}
-	resource, claims := claimedProfiles(in.Body)
-	if resource == nil {
+	claims, ok := claimedProfiles(in.Body)
+	if !ok {
 		return nil, nil // the base validation has said what is wrong
 	}
 	want, issues := c.profilesToCheck(in, claims)
@@ -57,11 +57,21 @@ func (c *Checker) checkProfiles(ctx context.Context, in store.Validation, defs p
 	if in.Bundle != nil {
 		opts = append(opts, profile.WithIndexedBundle(in.Bundle.Index(indexEntries).(*profile.Bundle)))
 	}
+	var resource map[string]any // decoded for the first profile that can be checked
 	for _, w := range want {
-		found, err := c.profiles.Validate(ctx, defs, resource, w.url, opts...)
+		err := c.profiles.Lookup(ctx, defs, w.url)
 		if errors.Is(err, profile.ErrUnknownProfile) || errors.Is(err, profile.ErrInvalidProfile) {
 			issues = append(issues, c.unusableProfile(in, w, err))
 			continue
+		}
+		if err == nil && resource == nil {
+			if resource, err = decodeResource(in.Body); err != nil {
+				return nil, nil // the base validation has said what is wrong
+			}
+		}
+		var found []fhirschema.Issue
+		if err == nil {
+			found, err = c.profiles.Validate(ctx, defs, resource, w.url, opts...)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("validate against %s: %w", w.url, err)
@@ -81,22 +91,38 @@ func indexEntries(entries []store.BundleEntry) any {
 	return profile.IndexEntries(list)
 }
 
-// claimedProfiles decodes the resource, the profile validator's input,
-// and reads its meta.profile.
-func claimedProfiles(body []byte) (map[string]any, []string) {
+// claimedProfiles reads the resource's meta.profile without decoding the
+// rest; ok is false when the body is not a JSON object.
+func claimedProfiles(body []byte) (claims []string, ok bool) {
+	var r struct {
+		Meta struct {
+			Profile []any `json:"profile"`
+		} `json:"meta"`
+	}
+	if err := json.Unmarshal(body, &r); err != nil {
+		var typeErr *json.UnmarshalTypeError
+		if !errors.As(err, &typeErr) {
+			return nil, false
+		}
+		// meta or meta.profile of another shape: nothing is claimed there
+	}
+	claims = make([]string, len(r.Meta.Profile))
+	for i, p := range r.Meta.Profile {
+		claims[i], _ = p.(string)
+	}
+	return claims, true
+}
+
+// decodeResource decodes the resource, the profile validator's input,
+// with its numbers as written.
+func decodeResource(body []byte) (map[string]any, error) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	var r map[string]any
 	if err := dec.Decode(&r); err != nil {
-		return nil, nil
+		return nil, err
 	}
-	meta, _ := r["meta"].(map[string]any)
-	list, _ := meta["profile"].([]any)
-	claims := make([]string, len(list))
-	for i, p := range list {
-		claims[i], _ = p.(string)
-	}
-	return r, claims
+	return r, nil
 }
 
 // profilesToCheck lists the profiles to check, each once, and the issue of
