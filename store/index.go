@@ -38,52 +38,80 @@ func (s *Store) indexWith(reg *search.Registry, typ string, resourceJSON []byte)
 
 // indexParsed is indexWith of the resource doc (parsed by
 // document.FromJSON, numText its numbers' texts) whose JSON is
-// resourceJSON: it reads doc rather than parsing the JSON again when no
-// number has a text of its own.
+// resourceJSON: it reads doc rather than parsing the JSON again.
 func (s *Store) indexParsed(reg *search.Registry, typ string, doc bson.D, numText []document.NumText, resourceJSON []byte) (bson.Raw, bson.Raw, error) {
 	if reg == nil {
 		return nil, nil, nil
 	}
-	if len(numText) == 0 {
-		if res, ok := jsonValue(doc).(map[string]any); ok {
-			return indexValues(reg, typ, res)
+	c := jsonConverter{}
+	if len(numText) > 0 {
+		c.texts = make(map[string]string, len(numText))
+		for _, t := range numText {
+			c.texts[t.Path] = t.Text
 		}
+	}
+	if res, ok := c.value(doc).(map[string]any); ok {
+		return indexValues(reg, typ, res)
 	}
 	return s.indexWith(reg, typ, resourceJSON)
 }
 
-// jsonValue is v, a value of a parsed document, as encoding/json decodes
-// its JSON with UseNumber: numbers as their canonical text (as the stored
-// JSON renders them when they have no text of their own). A value of any
-// other type makes it answer nil.
-func jsonValue(v any) any {
+// jsonConverter turns a parsed document into what encoding/json decodes
+// with UseNumber: numbers as the text the client wrote (texts, by their
+// document.NumText path) or else their canonical text.
+type jsonConverter struct {
+	texts map[string]string
+	path  []byte // of the value converted, as document.NumText spells it
+}
+
+func (c *jsonConverter) value(v any) any {
 	switch x := v.(type) {
 	case bson.D:
 		m := make(map[string]any, len(x))
 		for _, e := range x {
-			c := jsonValue(e.Value)
-			if c == nil && e.Value != nil {
+			n := len(c.path)
+			if c.texts != nil {
+				if n > 0 {
+					c.path = append(c.path, '.')
+				}
+				c.path = append(c.path, e.Key...)
+			}
+			conv := c.value(e.Value)
+			c.path = c.path[:n]
+			if conv == nil && e.Value != nil {
 				return nil
 			}
-			m[e.Key] = c
+			m[e.Key] = conv
 		}
 		return m
 	case bson.A:
 		a := make([]any, len(x))
 		for i, e := range x {
-			if a[i] = jsonValue(e); a[i] == nil && e != nil {
+			n := len(c.path)
+			if c.texts != nil {
+				c.path = append(strconv.AppendInt(append(c.path, '['), int64(i), 10), ']')
+			}
+			a[i] = c.value(e)
+			c.path = c.path[:n]
+			if a[i] == nil && e != nil {
 				return nil
 			}
 		}
 		return a
 	case string, bool:
 		return x
-	case int32:
-		return json.Number(strconv.FormatInt(int64(x), 10))
-	case int64:
-		return json.Number(strconv.FormatInt(x, 10))
-	case float64:
-		return json.Number(document.FormatFloat(x))
+	case int32, int64, float64:
+		if text, ok := c.texts[string(c.path)]; ok {
+			return json.Number(text)
+		}
+		switch n := x.(type) {
+		case int32:
+			return json.Number(strconv.FormatInt(int64(n), 10))
+		case int64:
+			return json.Number(strconv.FormatInt(n, 10))
+		default:
+			return json.Number(document.FormatFloat(n.(float64)))
+		}
 	}
 	return nil
 }
