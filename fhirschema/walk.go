@@ -107,7 +107,7 @@ func (w *walker) value(v any, at *loc, el *element, name string) {
 		if problem, code := primitiveChecks[el.typ](v); problem != "" {
 			w.errorf(code, at.String(), "%s (FHIR %s)", problem, el.typ)
 		}
-		if s, ok := v.(string); ok && (el.enum != nil && !el.enum[s] || el.pattern != nil && !el.pattern.MatchString(s)) {
+		if s, ok := v.(string); ok && (el.enum != nil && !el.enum[s] || el.pattern != nil && !el.pattern(s)) {
 			w.schemaWould = true
 		}
 	case el.typ == "ResourceList":
