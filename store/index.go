@@ -119,14 +119,14 @@ func (c *jsonConverter) value(v any) any {
 // indexValues is indexWith of the resource res, decoded with UseNumber.
 func indexValues(reg *search.Registry, typ string, res map[string]any) (bson.Raw, bson.Raw, error) {
 	idx, sortDoc := reg.Extract(typ, res)
-	idxRaw, err := bson.Marshal(idx)
+	idxRaw, err := document.Marshal(idx)
 	if err != nil {
 		return nil, nil, fmt.Errorf("index %s: %w", typ, err)
 	}
 	if len(sortDoc) == 0 { // no _sort key has a value: the row has no sort field
 		return idxRaw, nil, nil
 	}
-	sortRaw, err := bson.Marshal(sortDoc)
+	sortRaw, err := document.Marshal(sortDoc)
 	if err != nil {
 		return nil, nil, fmt.Errorf("index %s: %w", typ, err)
 	}

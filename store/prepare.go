@@ -120,7 +120,7 @@ func (p *prepared) finish(id string, vid int, ts time.Time) (bson.D, bson.Raw, [
 	meta = setKey(meta, "versionId", fmt.Sprint(vid), "")
 	meta = setKey(meta, "lastUpdated", ts.UTC().Format(InstantLayout), "versionId")
 	doc = setKey(doc, "meta", meta, "id")
-	raw, err := bson.Marshal(doc)
+	raw, err := document.Marshal(doc)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("encode %s/%s: %w", p.typ, id, err)
 	}

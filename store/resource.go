@@ -101,6 +101,47 @@ type historyDoc struct {
 	Txn string `bson:"txn,omitempty"`
 }
 
+// MarshalBSON encodes the row as bson.Marshal encodes its fields, without
+// reflection.
+func (d storedDoc) MarshalBSON() ([]byte, error) {
+	doc := bson.D{{Key: "_id", Value: d.ID}, {Key: "vid", Value: d.VID}, {Key: "lastUpdated", Value: d.LastUpdated}, {Key: "deleted", Value: d.Deleted}}
+	doc = appendUnlessEmpty(doc, "method", d.Method, len(d.Method))
+	doc = appendUnlessEmpty(doc, "resource", d.Resource, len(d.Resource))
+	doc = appendUnlessEmpty(doc, "numText", d.NumText, len(d.NumText))
+	doc = appendUnlessEmpty(doc, "idx", d.Idx, len(d.Idx))
+	doc = appendUnlessEmpty(doc, "sort", d.Sort, len(d.Sort))
+	return document.MarshalAppend(make([]byte, 0, 96+len(d.ID)+len(d.Method)+len(d.Resource)+len(d.Idx)+len(d.Sort)+rowTextBytes(d.NumText)), doc)
+}
+
+// MarshalBSON encodes the row as bson.Marshal encodes its fields, without
+// reflection.
+func (d historyDoc) MarshalBSON() ([]byte, error) {
+	doc := bson.D{{Key: "_id", Value: d.Key}, {Key: "type", Value: d.Type}, {Key: "id", Value: d.ID}, {Key: "vid", Value: d.VID},
+		{Key: "lastUpdated", Value: d.LastUpdated}, {Key: "method", Value: d.Method}}
+	doc = appendUnlessEmpty(doc, "resource", d.Resource, len(d.Resource))
+	doc = appendUnlessEmpty(doc, "numText", d.NumText, len(d.NumText))
+	doc = appendUnlessEmpty(doc, "txn", d.Txn, len(d.Txn))
+	return document.MarshalAppend(make([]byte, 0, 96+len(d.Key)+len(d.Type)+len(d.ID)+len(d.Method)+len(d.Resource)+len(d.Txn)+rowTextBytes(d.NumText)), doc)
+}
+
+// rowTextBytes is about what texts take in a row's BSON.
+func rowTextBytes(texts []document.NumText) int {
+	n := 0
+	for _, t := range texts {
+		n += 32 + len(t.Path) + len(t.Text)
+	}
+	return n
+}
+
+// appendUnlessEmpty appends key: v to doc unless v, of length n, is empty
+// (a field tagged omitempty).
+func appendUnlessEmpty(doc bson.D, key string, v any, n int) bson.D {
+	if n == 0 {
+		return doc
+	}
+	return append(doc, bson.E{Key: key, Value: v})
+}
+
 func historyKey(typ, id string, vid int) string { return typ + "/" + id + "/" + strconv.Itoa(vid) }
 
 func (s *Store) checkType(typ string) error {

@@ -1,16 +1,20 @@
 package document
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"reflect"
 	"testing"
 	"unicode/utf8"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
 // FuzzFastParserMatchesTokens parses inputs both ways: whatever the fast
 // parser accepts, the token parser accepts as the same document with the
-// same number texts. Its seeds (run by go test) are the seed files, the
+// same number texts, which Marshal encodes as bson.Marshal does. Its
+// seeds (run by go test) are the seed files, the
 // official examples and the Synthea bundles, which the fast parser must
 // all accept.
 func FuzzFastParserMatchesTokens(f *testing.F) {
@@ -60,6 +64,11 @@ func FuzzFastParserMatchesTokens(f *testing.F) {
 			}
 			if !reflect.DeepEqual(fast, slow) {
 				t.Fatalf("depth %d: %q parsed as %v, the token parser %v", depth, in, fast, slow)
+			}
+			got, err := Marshal(fast.Doc)
+			want, werr := bson.Marshal(fast.Doc)
+			if err != nil || werr != nil || !bytes.Equal(got, want) {
+				t.Fatalf("%q: Marshal gave %x (%v), bson.Marshal %x (%v)", in, got, err, want, werr)
 			}
 		}
 	})

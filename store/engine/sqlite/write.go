@@ -38,6 +38,12 @@ func prepare(doc any, e *Engine) (*prepared, error) {
 		raw = d
 	case []byte:
 		raw = d
+	case bson.Marshaler: // without the encoder's reflection
+		b, err := d.MarshalBSON()
+		if err != nil {
+			return nil, fmt.Errorf("marshal document: %w", err)
+		}
+		raw = b
 	default:
 		b, err := bson.Marshal(doc)
 		if err != nil {
