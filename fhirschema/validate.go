@@ -144,6 +144,16 @@ func (v *Validator) validate(typ string, body []byte, opts Options, always bool)
 	if err := dec.Decode(&doc); err != nil {
 		return &Result{Issues: []Issue{{Severity: "error", Code: "structure", Diagnostics: "the body is not valid JSON: " + err.Error()}}}
 	}
+	return v.validateDecoded(typ, doc, opts, always)
+}
+
+// ValidateDecoded is Validate of a body already decoded as encoding/json
+// decodes it with UseNumber. It does not modify doc.
+func (v *Validator) ValidateDecoded(typ string, doc any, opts Options) *Result {
+	return v.validateDecoded(typ, doc, opts, false)
+}
+
+func (v *Validator) validateDecoded(typ string, doc any, opts Options, always bool) *Result {
 	w := &walker{v: v, opts: opts, seen: map[string]bool{}, alwaysSchema: always}
 	w.resource(typ, doc, typ, false)
 	if !w.failed() {
@@ -229,14 +239,34 @@ func (w *walker) resource(typ string, doc any, path string, contained bool) {
 	if len(w.issues) == 0 && !w.schemaWould && !w.alwaysSchema {
 		return // the schema finds nothing when the walk does not
 	}
-	pruneExtensionNulls(obj)
-	if err := schema.Validate(doc); err != nil {
+	pruned := copyJSON(obj) // the caller's document stays as it is
+	pruneExtensionNulls(pruned)
+	if err := schema.Validate(pruned); err != nil {
 		if ve, ok := err.(*jsonschema.ValidationError); ok {
 			w.schemaError(ve, path, typ, "")
 		} else {
 			w.errorf("exception", path, "validation failed: %v", err)
 		}
 	}
+}
+
+// copyJSON copies a decoded JSON value, its objects and arrays deeply.
+func copyJSON(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, child := range x {
+			out[k] = copyJSON(child)
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, child := range x {
+			out[i] = copyJSON(child)
+		}
+		return out
+	}
+	return v
 }
 
 // pruneExtensionNulls removes the nulls FHIR JSON allows: in an array of

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"strings"
 	"sync"
@@ -160,7 +161,9 @@ func TestEveryOfficialExampleValidates(t *testing.T) {
 
 // TestEveryBrokenExampleIsReportedWhereItIsBroken adds an unknown element to
 // the first object inside the first array of each example and expects it
-// reported at exactly that place.
+// reported at exactly that place, the same whether the validator decodes
+// the body or is given it decoded (ValidateDecoded, which leaves it as it
+// is).
 func TestEveryBrokenExampleIsReportedWhereItIsBroken(t *testing.T) {
 	v := mustValidator(t)
 	for name, body := range examples(t) {
@@ -168,6 +171,13 @@ func TestEveryBrokenExampleIsReportedWhereItIsBroken(t *testing.T) {
 		broken, where := breakExample(t, body)
 		want := typ + where + ".notAnElement"
 		r := v.Validate(typ, broken, fhirschema.Options{})
+		decoded, again := decodeJSON(t, broken), decodeJSON(t, broken)
+		if rd := v.ValidateDecoded(typ, decoded, fhirschema.Options{}); !reflect.DeepEqual(rd.Issues, r.Issues) {
+			t.Errorf("%s: decoded first, %+v; from the body, %+v", name, rd.Issues, r.Issues)
+		}
+		if !reflect.DeepEqual(decoded, again) {
+			t.Errorf("%s: ValidateDecoded changed the document", name)
+		}
 		found := false
 		for _, is := range r.Issues {
 			found = found || (is.Severity == "error" && is.Expression == want)
@@ -176,6 +186,32 @@ func TestEveryBrokenExampleIsReportedWhereItIsBroken(t *testing.T) {
 			t.Errorf("%s: no error at %s in %+v", name, want, r.Issues)
 		}
 	}
+}
+
+// TestValidateDecodedLeavesExtensionNullsInPlace: the schema's check of a
+// resource pairing nulls with extensions works on a copy.
+func TestValidateDecodedLeavesExtensionNullsInPlace(t *testing.T) {
+	v := mustValidator(t)
+	body := []byte(`{"resourceType":"Patient","bogus":1,"name":[{"given":["a",null],"_given":[null,{"extension":[{"url":"http://example.org/x","valueString":"y"}]}]}]}`)
+	doc, want := decodeJSON(t, body), decodeJSON(t, body)
+	r := v.ValidateDecoded("Patient", doc, fhirschema.Options{})
+	if len(r.Issues) != 1 || r.Issues[0].Expression != "Patient.bogus" {
+		t.Errorf("issues %+v, want one at Patient.bogus", r.Issues)
+	}
+	if !reflect.DeepEqual(doc, want) {
+		t.Errorf("the document became %v", doc)
+	}
+}
+
+func decodeJSON(t testing.TB, body []byte) any {
+	t.Helper()
+	var doc any
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	if err := dec.Decode(&doc); err != nil {
+		t.Fatal(err)
+	}
+	return doc
 }
 
 // breakExample inserts "notAnElement" into the first object found in a

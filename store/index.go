@@ -43,14 +43,7 @@ func (s *Store) indexParsed(reg *search.Registry, typ string, doc bson.D, numTex
 	if reg == nil {
 		return nil, nil, nil
 	}
-	c := jsonConverter{}
-	if len(numText) > 0 {
-		c.texts = make(map[string]string, len(numText))
-		for _, t := range numText {
-			c.texts[t.Path] = t.Text
-		}
-	}
-	if res, ok := c.value(doc).(map[string]any); ok {
+	if res, ok := newJSONConverter(numText).value(doc).(map[string]any); ok {
 		return indexValues(reg, typ, res)
 	}
 	return s.indexWith(reg, typ, resourceJSON)
@@ -62,6 +55,18 @@ func (s *Store) indexParsed(reg *search.Registry, typ string, doc bson.D, numTex
 type jsonConverter struct {
 	texts map[string]string
 	path  []byte // of the value converted, as document.NumText spells it
+}
+
+// newJSONConverter converts documents whose numbers have the texts numText.
+func newJSONConverter(numText []document.NumText) *jsonConverter {
+	c := &jsonConverter{}
+	if len(numText) > 0 {
+		c.texts = make(map[string]string, len(numText))
+		for _, t := range numText {
+			c.texts[t.Path] = t.Text
+		}
+	}
+	return c
 }
 
 func (c *jsonConverter) value(v any) any {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 	"time"
 
@@ -16,7 +17,8 @@ import (
 // TestIndexParsedIsIndexOfTheJSON indexes every official example and
 // every resource of the Synthea sample from its parsed document and from
 // its stored JSON: the idx and sort documents are the same, numbers
-// written with a text of their own (1.50, 1e2) included.
+// written with a text of their own (1.50, 1e2) included. The parsed
+// document, as the validator reads it, is what encoding/json decodes.
 func TestIndexParsedIsIndexOfTheJSON(t *testing.T) {
 	reg, err := search.NewRegistry(fhirschema.ResourceTypes())
 	if err != nil {
@@ -53,6 +55,15 @@ func TestIndexParsedIsIndexOfTheJSON(t *testing.T) {
 		dec, err := document.FromJSON(body, 0)
 		if err != nil {
 			continue // not a storable document: not this test's concern
+		}
+		var decoded map[string]any
+		jd := json.NewDecoder(bytes.NewReader(body))
+		jd.UseNumber()
+		if err := jd.Decode(&decoded); err != nil {
+			t.Fatal(err)
+		}
+		if got := newJSONConverter(dec.NumText).value(dec.Doc); !reflect.DeepEqual(got, decoded) {
+			t.Errorf("the resource the validator reads is not the JSON decoded: %v, want %v", got, decoded)
 		}
 		typ, _ := lookup(dec.Doc, "resourceType").(string)
 		p := &prepared{typ: typ, doc: dec.Doc, numText: dec.NumText}

@@ -64,7 +64,8 @@ func (s *Store) prepare(ctx context.Context, tenant, typ, id string, body []byte
 			}
 			return out, err
 		}
-		warnings, err := s.opts.Validate(ctx, Validation{Tenant: tenant, Type: typ, Body: body, Lenient: opts.Lenient, Check: check, Find: find,
+		resource, _ := newJSONConverter(dec.NumText).value(dec.Doc).(map[string]any)
+		warnings, err := s.opts.Validate(ctx, Validation{Tenant: tenant, Type: typ, Body: body, Resource: resource, Lenient: opts.Lenient, Check: check, Find: find,
 			Profiles: opts.Profiles, Definitions: s.Definitions(tenant), Bundle: opts.bundle})
 		if err != nil {
 			return nil, err

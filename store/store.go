@@ -78,6 +78,10 @@ type Validation struct {
 	Tenant string
 	Type   string
 	Body   []byte
+	// Resource is Body as encoding/json decodes it with UseNumber (nil
+	// when the caller has none): the validator reads it instead of
+	// decoding Body again. It is shared: not to be modified.
+	Resource map[string]any
 	// Lenient accepts unknown elements with a warning.
 	Lenient bool
 	// Check marks a validation that stores nothing ($validate): it reports

@@ -45,7 +45,7 @@ func (c *Checker) checkProfiles(ctx context.Context, in store.Validation, defs p
 	if !bytes.Contains(in.Body, []byte(`"profile"`)) && len(in.Profiles) == 0 && len(c.policy.required(in.Tenant, in.Type)) == 0 {
 		return nil, nil // nothing to check: spare the decoding
 	}
-	claims, ok := claimedProfiles(in.Body)
+	claims, ok := claimedProfiles(in)
 	if !ok {
 		return nil, nil // the base validation has said what is wrong
 	}
@@ -65,7 +65,7 @@ func (c *Checker) checkProfiles(ctx context.Context, in store.Validation, defs p
 			continue
 		}
 		if err == nil && resource == nil {
-			if resource, err = decodeResource(in.Body); err != nil {
+			if resource, err = decodeResource(in); err != nil {
 				return nil, nil // the base validation has said what is wrong
 			}
 		}
@@ -91,32 +91,43 @@ func indexEntries(entries []store.BundleEntry) any {
 	return profile.IndexEntries(list)
 }
 
-// claimedProfiles reads the resource's meta.profile without decoding the
-// rest; ok is false when the body is not a JSON object.
-func claimedProfiles(body []byte) (claims []string, ok bool) {
-	var r struct {
-		Meta struct {
-			Profile []any `json:"profile"`
-		} `json:"meta"`
-	}
-	if err := json.Unmarshal(body, &r); err != nil {
-		var typeErr *json.UnmarshalTypeError
-		if !errors.As(err, &typeErr) {
-			return nil, false
+// claimedProfiles reads the resource's meta.profile, without decoding the
+// rest when it is not decoded yet; ok is false when the body is not a
+// JSON object.
+func claimedProfiles(in store.Validation) (claims []string, ok bool) {
+	var list []any
+	if in.Resource != nil {
+		meta, _ := in.Resource["meta"].(map[string]any)
+		list, _ = meta["profile"].([]any)
+	} else {
+		var r struct {
+			Meta struct {
+				Profile []any `json:"profile"`
+			} `json:"meta"`
 		}
-		// meta or meta.profile of another shape: nothing is claimed there
+		if err := json.Unmarshal(in.Body, &r); err != nil {
+			var typeErr *json.UnmarshalTypeError
+			if !errors.As(err, &typeErr) {
+				return nil, false
+			}
+			// meta or meta.profile of another shape: nothing is claimed there
+		}
+		list = r.Meta.Profile
 	}
-	claims = make([]string, len(r.Meta.Profile))
-	for i, p := range r.Meta.Profile {
+	claims = make([]string, len(list))
+	for i, p := range list {
 		claims[i], _ = p.(string)
 	}
 	return claims, true
 }
 
-// decodeResource decodes the resource, the profile validator's input,
-// with its numbers as written.
-func decodeResource(body []byte) (map[string]any, error) {
-	dec := json.NewDecoder(bytes.NewReader(body))
+// decodeResource is the resource, the profile validator's input, with its
+// numbers as written.
+func decodeResource(in store.Validation) (map[string]any, error) {
+	if in.Resource != nil {
+		return in.Resource, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(in.Body))
 	dec.UseNumber()
 	var r map[string]any
 	if err := dec.Decode(&r); err != nil {

@@ -59,7 +59,13 @@ func Validator(v *fhirschema.Validator, opts ...Option) store.Validator {
 func (c *Checker) Check(ctx context.Context, in store.Validation, defs profile.Definitions) ([]store.Issue, error) {
 	exts := &tenantExtensions{ctx: ctx, find: in.Find, known: map[string][]string{}, lookedUp: map[string]bool{},
 		cache: &c.exts, tenant: in.Tenant, gen: &generation{read: in.Definitions.Generation}}
-	r := c.base.Validate(in.Type, in.Body, fhirschema.Options{Lenient: in.Lenient, Extensions: exts.types, BestPractice: in.Check})
+	vopts := fhirschema.Options{Lenient: in.Lenient, Extensions: exts.types, BestPractice: in.Check}
+	var r *fhirschema.Result
+	if in.Resource != nil {
+		r = c.base.ValidateDecoded(in.Type, in.Resource, vopts)
+	} else {
+		r = c.base.Validate(in.Type, in.Body, vopts)
+	}
 	if exts.err != nil {
 		return nil, fmt.Errorf("read extension definitions: %w", exts.err)
 	}
