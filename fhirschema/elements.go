@@ -210,7 +210,7 @@ func compilePattern(src string) func(string) bool {
 // being [\t\n\f\r ].
 var plainPatterns = map[string]func(string) bool{
 	`^[ \r\n\t\S]+$`:      func(s string) bool { return s != "" && strings.IndexByte(s, '\f') < 0 },
-	`^\S*$`:               func(s string) bool { return strings.IndexAny(s, "\t\n\f\r ") < 0 },
+	`^\S*$`:               func(s string) bool { return !strings.ContainsAny(s, "\t\n\f\r ") },
 	`^[^\s]+(\s[^\s]+)*$`: isCodeText,
 }
 
