@@ -29,7 +29,23 @@ type monitored struct {
 }
 
 func (e *monitored) Database(name string) Database {
-	return monitoredDB{db: e.Engine.Database(name), e: e, name: name}
+	db := monitoredDB{db: e.Engine.Database(name), e: e, name: name}
+	if a, ok := db.db.(Atomic); ok {
+		return monitoredAtomicDB{monitoredDB: db, a: a}
+	}
+	return db
+}
+
+// monitoredAtomicDB is a monitored database whose engine commits writes
+// together: it stays an Atomic, each write inside reported on its own.
+type monitoredAtomicDB struct {
+	monitoredDB
+	a Atomic
+}
+
+// RunAtomic runs fn as the engine's database does (Atomic).
+func (d monitoredAtomicDB) RunAtomic(ctx context.Context, fn func(ctx context.Context) error) error {
+	return d.a.RunAtomic(ctx, fn)
 }
 
 // observe reports one command around run; body, when the monitor has a
