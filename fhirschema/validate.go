@@ -239,7 +239,7 @@ func (w *walker) resource(typ string, doc any, path string, contained bool) {
 	if len(w.issues) == 0 && !w.schemaWould && !w.alwaysSchema {
 		return // the schema finds nothing when the walk does not
 	}
-	pruned := copyJSON(obj) // the caller's document stays as it is
+	pruned := CopyJSON(obj) // the caller's document stays as it is
 	pruneExtensionNulls(pruned)
 	if err := schema.Validate(pruned); err != nil {
 		if ve, ok := err.(*jsonschema.ValidationError); ok {
@@ -250,19 +250,19 @@ func (w *walker) resource(typ string, doc any, path string, contained bool) {
 	}
 }
 
-// copyJSON copies a decoded JSON value, its objects and arrays deeply.
-func copyJSON(v any) any {
+// CopyJSON copies a decoded JSON value, its objects and arrays deeply.
+func CopyJSON(v any) any {
 	switch x := v.(type) {
 	case map[string]any:
 		out := make(map[string]any, len(x))
 		for k, child := range x {
-			out[k] = copyJSON(child)
+			out[k] = CopyJSON(child)
 		}
 		return out
 	case []any:
 		out := make([]any, len(x))
 		for i, child := range x {
-			out[i] = copyJSON(child)
+			out[i] = CopyJSON(child)
 		}
 		return out
 	}

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+
+	"fhirstore/fhirschema"
 )
 
 // expand spells out the children of element i from its type's definition
@@ -145,7 +147,7 @@ func mergeElement(e, d map[string]any, id string) error {
 		case "slicing", "binding":
 			e[k] = mergeObject(e[k], v)
 		default:
-			e[k] = copyJSON(v)
+			e[k] = fhirschema.CopyJSON(v)
 		}
 	}
 	if !bindable(e) {
@@ -234,7 +236,7 @@ func containsAny(list []string, xs ...string) bool {
 
 // mergeConstraints adds d's constraints to e's, one per key.
 func mergeConstraints(e, d any) any {
-	out, _ := copyJSON(e).([]any)
+	out, _ := fhirschema.CopyJSON(e).([]any)
 	seen := map[string]bool{}
 	for _, c := range objects(out) {
 		k, _ := c["key"].(string)
@@ -242,7 +244,7 @@ func mergeConstraints(e, d any) any {
 	}
 	for _, c := range objects(d) {
 		if k, _ := c["key"].(string); !seen[k] {
-			out = append(out, copyJSON(c))
+			out = append(out, fhirschema.CopyJSON(c))
 		}
 	}
 	return out
@@ -250,13 +252,13 @@ func mergeConstraints(e, d any) any {
 
 // mergeObject overlays d's properties on e's.
 func mergeObject(e, d any) any {
-	out, _ := copyJSON(e).(map[string]any)
+	out, _ := fhirschema.CopyJSON(e).(map[string]any)
 	if out == nil {
 		out = map[string]any{}
 	}
 	dm, _ := d.(map[string]any)
 	for k, v := range dm {
-		out[k] = copyJSON(v)
+		out[k] = fhirschema.CopyJSON(v)
 	}
 	return out
 }
@@ -265,31 +267,10 @@ func mergeObject(e, d any) any {
 func copyElements(elems []map[string]any) []map[string]any {
 	out := make([]map[string]any, len(elems))
 	for i, e := range elems {
-		out[i] = copyJSON(e).(map[string]any)
+		out[i] = fhirschema.CopyJSON(e).(map[string]any)
 		if _, ok := out[i]["id"]; !ok {
 			out[i]["id"] = out[i]["path"]
 		}
 	}
 	return out
-}
-
-// copyJSON deep-copies a decoded JSON value.
-func copyJSON(v any) any {
-	switch x := v.(type) {
-	case map[string]any:
-		m := make(map[string]any, len(x))
-		for k, val := range x {
-			m[k] = copyJSON(val)
-		}
-		return m
-	case []any:
-		l := make([]any, len(x))
-		for i, val := range x {
-			l[i] = copyJSON(val)
-		}
-		return l
-	case json.Number, string, bool, nil, float64:
-		return x
-	}
-	return v
 }
