@@ -3,8 +3,8 @@ package server
 import (
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -12,24 +12,21 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/google/uuid"
 	"go.uber.org/zap"
 
 	"fhirstore/store"
 )
 
-// Audit trail tuning: how many records wait at most, how many writers
-// take turns, how many records one write takes at most (auditBacklog when
-// at least that many wait) and how long a record waits for others to join
-// its write. A write of 200 records costs a fifth less a record than four
-// of 50, but the clients' own writes wait behind it for the database's one
-// writer: so a backlog is written 200 at a time, and otherwise writes stay
-// short.
+// Audit trail tuning: how many records wait at most in memory, how many
+// writers spool them, how many records one spool write takes at most and
+// how long a record waits for others to join its write (see auditindex.go
+// for what becomes of spooled records).
 const (
 	auditQueue      = 10000
 	auditWriters    = 2
-	auditBatch      = 50
-	auditBacklog    = 200
-	auditLinger     = 500 * time.Millisecond
+	auditBatch      = 200
+	auditLinger     = 100 * time.Millisecond
 	auditRetries    = 3
 	auditWriteLimit = 30 * time.Second
 )
@@ -54,30 +51,30 @@ type auditRecord struct {
 	address   string
 }
 
-// auditor writes audit records as AuditEvent resources into each tenant's
-// database, in the background and in batches. Close drains the queue, so
-// a clean shutdown loses no record; records the database refuses are
-// logged in full at error level instead.
+// auditor spools audit records into each tenant's database, in the
+// background and in batches, for its indexer to turn into AuditEvents.
+// Close drains the queue, so a clean shutdown loses no record; records
+// the database refuses are logged in full at error level instead.
 //
 // Two writers take records from the queue: while one waits for the
-// database, the other builds its batch's resources, so that the trail
-// keeps up with the requests on more than one core and the queue stays
-// short. A request waits only when the queue is full, which the metrics
-// count (fhirstore_audit_queue_waits_total).
+// database, the other encodes its batch. A request waits only when the
+// queue is full, which the metrics count
+// (fhirstore_audit_queue_waits_total).
 type auditor struct {
-	store *store.Store
-	log   *zap.Logger
-	queue chan auditRecord
-	wg    sync.WaitGroup
-	done  chan struct{}
-	once  sync.Once
+	store   *store.Store
+	log     *zap.Logger
+	indexer *auditIndexer
+	queue   chan auditRecord
+	wg      sync.WaitGroup
+	done    chan struct{}
+	once    sync.Once
 
 	stored, dropped, waits atomic.Int64
 	waited                 atomic.Int64 // nanoseconds requests waited for room
 }
 
-func newAuditor(st *store.Store, log *zap.Logger) *auditor {
-	a := &auditor{store: st, log: log, queue: make(chan auditRecord, auditQueue), done: make(chan struct{})}
+func newAuditor(st *store.Store, log *zap.Logger, indexer *auditIndexer) *auditor {
+	a := &auditor{store: st, log: log, indexer: indexer, queue: make(chan auditRecord, auditQueue), done: make(chan struct{})}
 	for range auditWriters {
 		a.wg.Add(1)
 		go a.run()
@@ -114,7 +111,7 @@ func (a *auditor) close(ctx context.Context) error {
 
 // run writes batches until the queue is closed and drained: a batch is
 // the records that arrive within auditLinger of its first, or auditBatch
-// of them (auditBacklog behind a backlog), whichever comes first.
+// of them, whichever comes first.
 func (a *auditor) run() {
 	defer a.wg.Done()
 	timer := time.NewTimer(auditLinger)
@@ -124,14 +121,10 @@ func (a *auditor) run() {
 		if !ok {
 			return
 		}
-		limit := auditBatch
-		if len(a.queue) >= auditBacklog {
-			limit = auditBacklog
-		}
 		batch := []auditRecord{first}
 		timer.Reset(auditLinger)
 	gather:
-		for len(batch) < limit {
+		for len(batch) < auditBatch {
 			select {
 			case r, ok := <-a.queue:
 				if !ok {
@@ -147,56 +140,43 @@ func (a *auditor) run() {
 	}
 }
 
-// flush writes records grouped by tenant, one write per tenant.
+// flush spools records grouped by tenant, one write per tenant.
 func (a *auditor) flush(records []auditRecord) {
-	bodies := map[string][][]byte{}
+	spooled := map[string][]store.SpoolRecord{}
 	owners := map[string][]auditRecord{}
 	for _, r := range records {
-		body, err := json.Marshal(r.auditEvent())
+		rec, err := r.spoolRecord()
 		if err != nil {
 			a.lost(r, err)
 			continue
 		}
-		bodies[r.tenant] = append(bodies[r.tenant], body)
+		spooled[r.tenant] = append(spooled[r.tenant], rec)
 		owners[r.tenant] = append(owners[r.tenant], r)
 	}
-	for tenant, list := range bodies {
+	for tenant, list := range spooled {
 		a.write(tenant, list, owners[tenant])
 	}
 }
 
-// write stores one tenant's events: all in one write (a handful of
-// database writes for the lot), else one by one, retrying those that fail.
-// The events are built here, so they take the store's trusted path
-// (Append): no validation, no conditions, no references to resolve.
-func (a *auditor) write(tenant string, bodies [][]byte, records []auditRecord) {
-	ctx, cancel := context.WithTimeout(context.Background(), auditWriteLimit)
-	_, err := a.store.Append(ctx, tenant, "AuditEvent", bodies)
-	cancel()
-	if err == nil {
-		a.stored.Add(int64(len(bodies)))
-		return
-	}
-	for attempt := 0; len(bodies) > 0; attempt++ {
-		var retry [][]byte
-		var retryRecords []auditRecord
-		for i, body := range bodies {
-			ctx, cancel := context.WithTimeout(context.Background(), auditWriteLimit)
-			_, err := a.store.Append(ctx, tenant, "AuditEvent", [][]byte{body})
-			cancel()
-			switch {
-			case err == nil:
-				a.stored.Add(1)
-			case attempt+1 < auditRetries && !errors.Is(err, store.ErrTenantNotFound):
-				retry, retryRecords = append(retry, body), append(retryRecords, records[i])
-			default:
-				a.lost(records[i], err)
+// write spools one tenant's records in one write, retrying a failed
+// write auditRetries times before the records are logged as lost.
+func (a *auditor) write(tenant string, recs []store.SpoolRecord, records []auditRecord) {
+	for attempt := 1; ; attempt++ {
+		ctx, cancel := context.WithTimeout(context.Background(), auditWriteLimit)
+		err := a.store.Spool(ctx, tenant, recs)
+		cancel()
+		if err == nil {
+			a.stored.Add(int64(len(recs)))
+			a.indexer.add(tenant, int64(len(recs)))
+			return
+		}
+		if attempt == auditRetries {
+			for _, r := range records {
+				a.lost(r, err)
 			}
+			return
 		}
-		bodies, records = retry, retryRecords
-		if len(bodies) > 0 {
-			time.Sleep(time.Duration(attempt+1) * time.Second)
-		}
+		time.Sleep(time.Duration(attempt) * time.Second)
 	}
 }
 
@@ -206,6 +186,20 @@ func (a *auditor) lost(r auditRecord, err error) {
 	a.log.Error("audit record not stored", zap.Error(err), zap.String("tenant", r.tenant), zap.String("request_id", r.requestID),
 		zap.Time("at", r.at), zap.String("method", r.method), zap.String("path", r.path), zap.Int("status", r.status),
 		zap.String("subject", r.subject), zap.String("client_id", r.clientID), zap.String("type", r.typ), zap.String("id", r.id))
+}
+
+// spoolRecord is r as it waits in its tenant's spool, keyed by a
+// time-ordered UUID that becomes its AuditEvent's id.
+func (r auditRecord) spoolRecord() (store.SpoolRecord, error) {
+	key, err := uuid.NewV7()
+	if err != nil {
+		return store.SpoolRecord{}, fmt.Errorf("audit record key: %w", err)
+	}
+	data, err := r.spoolData()
+	if err != nil {
+		return store.SpoolRecord{}, fmt.Errorf("encode audit record: %w", err)
+	}
+	return store.SpoolRecord{Key: key.String(), Data: data}, nil
 }
 
 // The AuditEvent of a record, as JSON: typed, so that the trail's

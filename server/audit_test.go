@@ -4,11 +4,16 @@ import (
 	"context"
 	"encoding/base64"
 	"net/http"
+	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+
 	"fhirstore/server"
+	"fhirstore/server/auth"
 	"fhirstore/store"
 )
 
@@ -250,5 +255,75 @@ func TestAuditTrailOfTheTokenEndpoint(t *testing.T) {
 	}
 	if granted != 1 || refused != 1 {
 		t.Fatalf("token requests recorded: %d granted (want 1), %d refused (want 1)", granted, refused)
+	}
+}
+
+// waitForAuditEvents polls the AuditEvent search until it counts at least
+// want, without closing the server: the trail indexes while it is idle.
+func waitForAuditEvents(t *testing.T, e *env, query string, want int) int {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		n := searchTotal(t, e, "/AuditEvent?_summary=count&"+query)
+		if n >= want || time.Now().After(deadline) {
+			return n
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestAuditTrailIndexesWhileTheServerIsIdle: the records of requests
+// become AuditEvents soon after the requests, with the server running.
+func TestAuditTrailIndexesWhileTheServerIsIdle(t *testing.T) {
+	e := newEnv(t, func(c *server.Config, _ *store.Options) { c.Audit = true })
+	id := e.create("Patient", `{"resourceType":"Patient","name":[{"family":"Idle"}]}`)
+	const reads = 30
+	for range reads {
+		if r := e.get("/Patient/" + id); r.Status != http.StatusOK {
+			t.Fatalf("read: %d %s", r.Status, r.Body)
+		}
+	}
+	if n := waitForAuditEvents(t, e, "entity=Patient/"+id+"&subtype=read", reads); n != reads {
+		t.Fatalf("%d AuditEvents of the reads, want %d", n, reads)
+	}
+}
+
+// TestAuditRecordsSpooledBeforeTheStartAreIndexed: records a server
+// spooled and did not index (it stopped first) become AuditEvents after
+// the next start, with the trail off; an unreadable record is set aside
+// and leaves the spool.
+func TestAuditRecordsSpooledBeforeTheStartAreIndexed(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC).UnixNano()
+	recs := []store.SpoolRecord{
+		{Key: "0190a000-0000-7000-8000-000000000001", Data: []byte(`{"t":` + strconv.FormatInt(at, 10) + `,"r":"req1","m":"GET","p":"/fhir/r4/Patient/p1","s":200,"ty":"Patient","id":"p1","su":"nurse","a":"127.0.0.1"}`)},
+		{Key: "0190a000-0000-7000-8000-000000000002", Data: []byte(`not json`)},
+		{Key: "0190a000-0000-7000-8000-000000000003", Data: []byte(`{"t":` + strconv.FormatInt(at, 10) + `,"m":"DELETE","p":"/fhir/r4/Patient/p2","s":410,"ty":"Patient","id":"p2"}`)},
+	}
+	if err := e.store.Spool(ctx, e.tenant, recs); err != nil {
+		t.Fatal(err)
+	}
+	h := server.New(e.cfg, e.store, auth.HS256{Key: testKey, Issuer: auth.DevIssuer, Leeway: time.Minute}, zap.NewNop())
+	t.Cleanup(func() { closeServer(t, h) })
+	next := *e
+	next.h, next.srv = h, httptest.NewServer(h)
+	t.Cleanup(next.srv.Close)
+	if n := waitForAuditEvents(t, &next, "", 2); n != 2 {
+		t.Fatalf("%d AuditEvents from the spool, want 2", n)
+	}
+	r := next.get("/AuditEvent/" + recs[0].Key)
+	if r.Status != http.StatusOK {
+		t.Fatalf("AuditEvent/%s: %d %s", recs[0].Key, r.Status, r.Body)
+	}
+	ev := r.JSON(t)
+	if ev["recorded"] != "2026-01-02T03:04:05.000Z" || ev["action"] != "R" || ev["outcome"] != "0" {
+		t.Fatalf("the spooled read's AuditEvent: %s", r.Body)
+	}
+	if n := searchTotal(t, &next, "/AuditEvent?_summary=count&entity=Patient/p2&outcome=4&subtype=delete"); n != 1 {
+		t.Fatalf("%d AuditEvents of the refused delete, want 1", n)
+	}
+	if n, err := e.store.Spooled(ctx, e.tenant); err != nil || n != 0 {
+		t.Fatalf("%d records still spooled (%v)", n, err)
 	}
 }

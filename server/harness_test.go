@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -52,9 +53,20 @@ func newEnv(t testing.TB, mutate ...func(*server.Config, *store.Options)) *env {
 		cfg.DefaultTenant = tenant
 	}
 	h := server.New(cfg, st, auth.HS256{Key: testKey, Issuer: auth.DevIssuer, Leeway: time.Minute}, zap.NewNop())
+	t.Cleanup(func() { closeServer(t, h) }) // after the HTTP server's, registered next
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return &env{t: t, srv: srv, store: st, tenant: tenant, token: signToken(t, tenant, time.Hour), cfg: cfg, h: h}
+}
+
+// closeServer stops h's background work (the audit trail), as a server
+// that shuts down does.
+func closeServer(t testing.TB, h *server.Server) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := h.Close(ctx); err != nil {
+		t.Errorf("close the server: %v", err)
+	}
 }
 
 func signToken(t testing.TB, tenant string, ttl time.Duration) string {

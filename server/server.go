@@ -71,6 +71,9 @@ type Server struct {
 	tenants *tenantCache
 	engine  *gin.Engine
 	auditor *auditor
+
+	activity *activity     // when requests last started or ended
+	indexer  *auditIndexer // turns spooled audit records into AuditEvents
 }
 
 // New builds the HTTP handler tree.
@@ -90,9 +93,10 @@ func New(cfg Config, st *store.Store, authn auth.Authenticator, logger *zap.Logg
 	if cfg.Version == "" {
 		cfg.Version = "dev"
 	}
-	s := &Server{cfg: cfg, store: st, auth: authn, log: logger, tenants: newTenantCache(cfg.TenantCacheTTL)}
+	s := &Server{cfg: cfg, store: st, auth: authn, log: logger, tenants: newTenantCache(cfg.TenantCacheTTL), activity: &activity{}}
+	s.indexer = newAuditIndexer(st, logger, s.activity) // also for records spooled before a start with the trail off
 	if cfg.Audit {
-		s.auditor = newAuditor(st, logger)
+		s.auditor = newAuditor(st, logger, s.indexer)
 		if cfg.Metrics != nil {
 			cfg.Metrics.audit.Store(s.auditor)
 		}
@@ -101,17 +105,25 @@ func New(cfg Config, st *store.Store, authn auth.Authenticator, logger *zap.Logg
 	return s
 }
 
-// Close writes the audit records still queued, waiting at most until ctx
-// ends; call it after the HTTP server has shut down.
+// Close spools the audit records still queued and turns the spooled ones
+// into AuditEvents, waiting at most until ctx ends (records left spooled
+// become AuditEvents after the next start); call it after the HTTP server
+// has shut down.
 func (s *Server) Close(ctx context.Context) error {
-	if s.auditor == nil {
-		return nil
+	var err error
+	if s.auditor != nil {
+		err = s.auditor.close(ctx)
 	}
-	return s.auditor.close(ctx)
+	s.indexer.close(ctx)
+	return err
 }
 
 // ServeHTTP implements http.Handler.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.engine.ServeHTTP(w, r) }
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.activity.touch()
+	defer s.activity.touch()
+	s.engine.ServeHTTP(w, r)
+}
 
 func (s *Server) routes() *gin.Engine {
 	gin.SetMode(gin.ReleaseMode)

@@ -28,6 +28,12 @@ import (
 // validates and searches, which needs the checks: they cannot be
 // appended.
 func (s *Store) Append(ctx context.Context, tenant, typ string, bodies [][]byte) ([]*Resource, error) {
+	return s.appendWithIDs(ctx, tenant, typ, bodies, nil)
+}
+
+// appendWithIDs is Append giving body i the id ids[i] (a new one when ids
+// is nil).
+func (s *Store) appendWithIDs(ctx context.Context, tenant, typ string, bodies [][]byte, ids []string) ([]*Resource, error) {
 	if err := s.checkType(typ); err != nil {
 		return nil, err
 	}
@@ -47,7 +53,11 @@ func (s *Store) Append(ctx context.Context, tenant, typ string, bodies [][]byte)
 	t := &txn{s: s, tenant: tenant, ops: make([]*txnOp, len(bodies))}
 	errs := make([]error, len(bodies))
 	inParallel(len(bodies), func(i int) {
-		t.ops[i], errs[i] = s.appendOp(reg, typ, bodies[i], i, ts)
+		id := uuid.NewString()
+		if ids != nil {
+			id = ids[i]
+		}
+		t.ops[i], errs[i] = s.appendOp(reg, typ, bodies[i], id, i, ts)
 	})
 	for i, err := range errs {
 		if err != nil {
@@ -64,8 +74,8 @@ func (s *Store) Append(ctx context.Context, tenant, typ string, bodies [][]byte)
 	return out, nil
 }
 
-// appendOp plans body as a new resource of typ written at ts.
-func (s *Store) appendOp(reg *search.Registry, typ string, body []byte, index int, ts time.Time) (*txnOp, error) {
+// appendOp plans body as the new resource typ/id written at ts.
+func (s *Store) appendOp(reg *search.Registry, typ string, body []byte, id string, index int, ts time.Time) (*txnOp, error) {
 	dec, err := document.FromJSON(body, s.opts.MaxDepth)
 	if err != nil {
 		return nil, err
@@ -73,7 +83,7 @@ func (s *Store) appendOp(reg *search.Registry, typ string, body []byte, index in
 	if rt, _ := lookup(dec.Doc, "resourceType").(string); rt != typ {
 		return nil, fmt.Errorf("append %s: the resource is a %q", typ, rt)
 	}
-	o := &txnOp{Op: Op{Method: "POST", Type: typ, ID: uuid.NewString()}, index: index}
+	o := &txnOp{Op: Op{Method: "POST", Type: typ, ID: id}, index: index}
 	o.prep = &prepared{typ: typ, doc: dec.Doc, numText: dec.NumText, reg: reg}
 	if o.write, err = s.buildVersion(o.prep, o.ID, nil, "POST", ts, nil); err != nil {
 		return nil, err
