@@ -158,9 +158,11 @@ func (a *auditor) flush(records []auditRecord) {
 	}
 }
 
-// write spools one tenant's records in one write, retrying a failed
-// write auditRetries times before the records are logged as lost.
+// write spools one tenant's records in one write, once the backlog is
+// under its cap, retrying a failed write auditRetries times before the
+// records are logged as lost.
 func (a *auditor) write(tenant string, recs []store.SpoolRecord, records []auditRecord) {
+	a.indexer.waitForRoom()
 	for attempt := 1; ; attempt++ {
 		ctx, cancel := context.WithTimeout(context.Background(), auditWriteLimit)
 		err := a.store.Spool(ctx, tenant, recs)

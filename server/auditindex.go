@@ -25,8 +25,10 @@ import (
 //   - while requests are being served, it takes at most auditBusyShare of
 //     one core, auditBusyBatch records at a time, so that it neither
 //     holds the database's writer long nor competes with the requests;
-//   - when more than auditBacklogCap records wait, it works at full pace
-//     whatever the load: requests then slow down rather than the backlog
+//   - when auditBacklogCap records wait (about a minute and a half of
+//     indexing), it works at full pace whatever the load, and the trail
+//     spools no more until the backlog is under the cap again: requests
+//     then slow down (the in-memory queue fills) rather than the backlog
 //     grow.
 //
 // A spooled record is durable: a record not yet an AuditEvent at shutdown
@@ -39,6 +41,7 @@ const (
 	auditBusyShare  = 0.1
 	auditBacklogCap = 250_000
 	auditRetryPause = time.Second
+	auditCloseLimit = 2 * time.Second // indexing at shutdown: the rest waits for the next start
 )
 
 // activity tells when the server last started or ended a request.
@@ -217,9 +220,23 @@ func (x *auditIndexer) index(ctx context.Context, tenant string, limit int) (int
 	return taken, nil
 }
 
-// close indexes what the spools hold until they are empty or ctx ends,
-// then stops; what is left becomes AuditEvents after the next start.
+// waitForRoom waits while the backlog is at its cap and the indexer runs.
+func (x *auditIndexer) waitForRoom() {
+	for x.spooled.Load() >= auditBacklogCap {
+		select {
+		case <-x.done:
+			return
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// close indexes what the spools hold until they are empty, ctx ends or
+// auditCloseLimit passes, then stops; what is left becomes AuditEvents
+// after the next start.
 func (x *auditIndexer) close(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, auditCloseLimit)
+	defer cancel()
 	x.closed.Store(true)
 	select {
 	case x.wake <- struct{}{}:
