@@ -68,6 +68,7 @@ type auditor struct {
 	wg      sync.WaitGroup
 	done    chan struct{}
 	once    sync.Once
+	closing atomic.Bool
 
 	stored, dropped, waits atomic.Int64
 	waited                 atomic.Int64 // nanoseconds requests waited for room
@@ -100,7 +101,10 @@ func (a *auditor) add(r auditRecord) {
 // close stops taking records and waits until every queued one is written
 // or ctx ends.
 func (a *auditor) close(ctx context.Context) error {
-	a.once.Do(func() { close(a.queue) })
+	a.once.Do(func() {
+		a.closing.Store(true)
+		close(a.queue)
+	})
 	select {
 	case <-a.done:
 		return nil
@@ -159,10 +163,15 @@ func (a *auditor) flush(records []auditRecord) {
 }
 
 // write spools one tenant's records in one write, once the backlog is
-// under its cap, retrying a failed write auditRetries times before the
-// records are logged as lost.
+// under its cap or the trail is closing (the queue is spooled whole then).
 func (a *auditor) write(tenant string, recs []store.SpoolRecord, records []auditRecord) {
-	a.indexer.waitForRoom()
+	a.indexer.waitForRoom(a.closing.Load)
+	a.spool(tenant, recs, records)
+}
+
+// spool stores records in tenant's spool in one write, retrying a failed
+// write auditRetries times before the records are logged as lost.
+func (a *auditor) spool(tenant string, recs []store.SpoolRecord, records []auditRecord) {
 	for attempt := 1; ; attempt++ {
 		ctx, cancel := context.WithTimeout(context.Background(), auditWriteLimit)
 		err := a.store.Spool(ctx, tenant, recs)

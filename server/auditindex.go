@@ -26,7 +26,8 @@ import (
 //     one core, auditBusyBatch records at a time, so that it neither
 //     holds the database's writer long nor competes with the requests;
 //   - when auditBacklogCap records wait (about a minute and a half of
-//     indexing), it works at full pace whatever the load, and the trail
+//     indexing), it works at full pace, auditBusyBatch records at a time,
+//     whatever the load, and the trail
 //     spools no more until the backlog is under the cap again: requests
 //     then slow down (the in-memory queue fills) rather than the backlog
 //     grow.
@@ -64,7 +65,8 @@ type auditIndexer struct {
 
 	mu      sync.Mutex
 	backlog map[string]int64 // records waiting, by tenant
-	wake    chan struct{}
+	wake    chan struct{}    // records were spooled
+	room    chan struct{}    // records were indexed
 
 	spooled atomic.Int64 // records waiting in all
 	indexed atomic.Int64 // records that became AuditEvents
@@ -79,7 +81,7 @@ type auditIndexer struct {
 // tenants' spools hold from before.
 func newAuditIndexer(st *store.Store, log *zap.Logger, act *activity) *auditIndexer {
 	ctx, stop := context.WithCancel(context.Background())
-	x := &auditIndexer{store: st, log: log, activity: act, backlog: map[string]int64{}, wake: make(chan struct{}, 1), stop: stop, done: make(chan struct{})}
+	x := &auditIndexer{store: st, log: log, activity: act, backlog: map[string]int64{}, wake: make(chan struct{}, 1), room: make(chan struct{}, 1), stop: stop, done: make(chan struct{})}
 	go func() {
 		defer close(x.done)
 		x.countSpools(ctx)
@@ -146,6 +148,10 @@ func (x *auditIndexer) took(tenant string, n int, empty bool) {
 		x.backlog[tenant] = left
 	}
 	x.spooled.Store(sumBacklog(x.backlog))
+	select {
+	case x.room <- struct{}{}:
+	default:
+	}
 }
 
 func sumBacklog(m map[string]int64) int64 {
@@ -178,9 +184,10 @@ func (x *auditIndexer) run(ctx context.Context) {
 			}
 			continue
 		}
-		hurried := x.closed.Load() || !x.activity.busy(auditIdleGap) || x.spooled.Load() >= auditBacklogCap
-		batch := auditBusyBatch
-		if hurried {
+		full := x.spooled.Load() >= auditBacklogCap
+		hurried := full || x.closed.Load() || !x.activity.busy(auditIdleGap)
+		batch := auditBusyBatch // past the cap too: the spool takes records as this frees room
+		if hurried && !full {
 			batch = auditIdleBatch
 		}
 		start := time.Now()
@@ -220,13 +227,16 @@ func (x *auditIndexer) index(ctx context.Context, tenant string, limit int) (int
 	return taken, nil
 }
 
-// waitForRoom waits while the backlog is at its cap and the indexer runs.
-func (x *auditIndexer) waitForRoom() {
-	for x.spooled.Load() >= auditBacklogCap {
+// waitForRoom waits while the backlog is at its cap, the indexer runs and
+// stop says false (the cap is soft: a write that starts under it may end
+// past it).
+func (x *auditIndexer) waitForRoom(stop func() bool) {
+	for x.spooled.Load() >= auditBacklogCap && !stop() {
 		select {
 		case <-x.done:
 			return
-		case <-time.After(10 * time.Millisecond):
+		case <-x.room:
+		case <-time.After(50 * time.Millisecond):
 		}
 	}
 }
