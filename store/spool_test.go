@@ -10,6 +10,7 @@ import (
 
 	"fhirstore/search"
 	"fhirstore/store"
+	"fhirstore/store/storetest"
 )
 
 // spoolRecords are n records keyed in order, each the index of an
@@ -194,4 +195,29 @@ func TestUnspoolOfADeletedTenantDropsItsRecords(t *testing.T) {
 	if n, err := st.Spooled(ctx, tenant); err != nil || n != 0 {
 		t.Fatalf("spooled after: %d %v", n, err)
 	}
+}
+
+// BenchmarkSpoolAuditRecords spools records of the audit trail's size 200
+// at a time, as its writers do (compare BenchmarkAppendAuditEvents, what
+// indexing each costs later): per record, with the process's CPU time.
+func BenchmarkSpoolAuditRecords(b *testing.B) {
+	ctx := context.Background()
+	st := db.Open(b, db.Options())
+	tenant := db.Tenant(b, st)
+	const batch = 200
+	data := []byte(`{"t":1767323045000000000,"r":"5f0c1d2e-3a4b-4c5d-8e9f-0a1b2c3d4e5f","m":"GET","p":"/fhir/r4/Patient/0b6c1f7e-9d2a-4f3b-8c4d-5e6f7a8b9c0d","q":"_format=json","s":200,"ty":"Patient","id":"0b6c1f7e-9d2a-4f3b-8c4d-5e6f7a8b9c0d","su":"dev","is":"urn:fhirstore:dev","a":"127.0.0.1"}`)
+	recs := make([]store.SpoolRecord, 0, batch)
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu := storetest.ProcessCPU(b)
+	for i := 0; i < b.N; i++ {
+		recs = append(recs, store.SpoolRecord{Key: fmt.Sprintf("0190a000-0000-7000-8000-%012d", i), Data: data})
+		if len(recs) == batch || i == b.N-1 {
+			if err := st.Spool(ctx, tenant, recs); err != nil {
+				b.Fatal(err)
+			}
+			recs = recs[:0]
+		}
+	}
+	b.ReportMetric(float64((storetest.ProcessCPU(b)-cpu).Microseconds())/float64(b.N), "cpu-µs/record")
 }
