@@ -42,7 +42,6 @@ const (
 	auditBusyShare  = 0.1
 	auditBacklogCap = 250_000
 	auditRetryPause = time.Second
-	auditCloseLimit = 2 * time.Second // indexing at shutdown: the rest waits for the next start
 )
 
 // activity tells when the server last started or ended a request.
@@ -241,12 +240,9 @@ func (x *auditIndexer) waitForRoom(stop func() bool) {
 	}
 }
 
-// close indexes what the spools hold until they are empty, ctx ends or
-// auditCloseLimit passes, then stops; what is left becomes AuditEvents
-// after the next start.
+// close indexes what the spools hold until they are empty or ctx ends,
+// then stops; what is left becomes AuditEvents after the next start.
 func (x *auditIndexer) close(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(ctx, auditCloseLimit)
-	defer cancel()
 	x.closed.Store(true)
 	select {
 	case x.wake <- struct{}{}:

@@ -46,7 +46,7 @@ var settings = []setting{
 	{"db-mmap-bytes", "FHIRSTORE_DB_MMAP_BYTES", "0", "bytes of each file of the embedded database mapped into memory (faster reads, but every page read counts in resident memory); 0 maps none"},
 	{"memory-limit-bytes", "FHIRSTORE_MEMORY_LIMIT_BYTES", "0", "soft limit of the Go heap in bytes: the garbage collector works harder near it; 0 leaves the runtime's (GOMEMLIMIT, or none)"},
 	{"log-level", "FHIRSTORE_LOG_LEVEL", "info", "log level: debug, info, warn or error"},
-	{"shutdown-timeout", "FHIRSTORE_SHUTDOWN_TIMEOUT", "20s", "how long a graceful shutdown waits for requests in flight"},
+	{"shutdown-timeout", "FHIRSTORE_SHUTDOWN_TIMEOUT", "20s", "how long a graceful shutdown waits for requests in flight, then for the audit trail to index its spooled records (those left are indexed after the next start)"},
 	{"read-header-timeout", "FHIRSTORE_READ_HEADER_TIMEOUT", "10s", "how long a client may take to send a request's headers before the connection is cut"},
 	{"read-timeout", "FHIRSTORE_READ_TIMEOUT", "2m", "how long a client may take to send a whole request, body included, before the connection is cut"},
 	{"metrics", "FHIRSTORE_METRICS", "true", "serve Prometheus metrics at /metrics (no token needed); false turns them off"},
