@@ -173,10 +173,15 @@ func (s *Store) commitJournal(ctx context.Context, tenant string, versions []*ve
 // fault points set (tests of recovery) the journal is used instead.
 func (s *Store) commitAtomic(ctx context.Context, tenant string, a engine.Atomic, versions []*version, exists []bool, owner []int) error {
 	db := s.tenantDB(tenant)
+	for _, v := range versions {
+		v.hist.Txn = ""
+	}
+	if err := prepareRows(a, versions); err != nil {
+		return err
+	}
 	rows := make([]any, len(versions))
 	for i, v := range versions {
-		v.hist.Txn = ""
-		rows[i] = v.hist
+		rows[i] = v.historyRow()
 	}
 	var histErr error
 	err := a.RunAtomic(ctx, func(ctx context.Context) error {
@@ -242,18 +247,20 @@ func (s *Store) decide(ctx context.Context, tenant, txn string, commit bool) (bo
 // Inside an atomic write (atomic), the caches are told of the changes by
 // the caller once it committed, not here.
 func (s *Store) putCurrentRows(ctx context.Context, tenant string, versions []*version, exists []bool, atomic bool) error {
-	put := s.putCurrent
-	if atomic {
-		put = s.putCurrentRow
+	put := func(ctx context.Context, tenant, typ string, v *version) error {
+		if atomic {
+			return s.putCurrentRow(ctx, tenant, typ, &v.doc, v.currentRow(), true)
+		}
+		return s.putCurrent(ctx, tenant, typ, &v.doc, true)
 	}
-	byType := map[string][]any{}
+	byType := map[string][]*version{}
 	var order []string
 	for i, v := range versions {
 		if exists[i] {
 			if err := s.fault(FaultPutCurrent + "/" + v.hist.Type); err != nil {
 				return err
 			}
-			if err := put(ctx, tenant, v.hist.Type, &v.doc, true); err != nil {
+			if err := put(ctx, tenant, v.hist.Type, v); err != nil {
 				return err
 			}
 			continue
@@ -261,10 +268,14 @@ func (s *Store) putCurrentRows(ctx context.Context, tenant string, versions []*v
 		if _, ok := byType[v.hist.Type]; !ok {
 			order = append(order, v.hist.Type)
 		}
-		byType[v.hist.Type] = append(byType[v.hist.Type], &v.doc)
+		byType[v.hist.Type] = append(byType[v.hist.Type], v)
 	}
 	for _, typ := range order {
-		docs := byType[typ]
+		vs := byType[typ]
+		docs := make([]any, len(vs))
+		for i, v := range vs {
+			docs[i] = v.currentRow()
+		}
 		if err := s.fault(FaultPutCurrent + "/" + typ); err != nil {
 			return err
 		}
@@ -283,7 +294,7 @@ func (s *Store) putCurrentRows(ctx context.Context, tenant string, versions []*v
 			if !errors.Is(we.Err, engine.ErrDuplicateKey) {
 				return dbError("insert current rows", err)
 			}
-			if err := put(ctx, tenant, typ, docs[we.Index].(*storedDoc), true); err != nil {
+			if err := put(ctx, tenant, typ, vs[we.Index]); err != nil {
 				return err
 			}
 		}

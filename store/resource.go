@@ -333,6 +333,45 @@ type version struct {
 	res  *Resource
 	// reg is the search registry doc.Idx was extracted with.
 	reg *search.Registry
+	// histRow and docRow are hist and doc as the database prepared them
+	// ahead of an atomic write (engine.Atomic.Prepare), nil until then.
+	histRow, docRow any
+}
+
+// historyRow is what the history row's write stores: hist, or its
+// prepared form.
+func (v *version) historyRow() any {
+	if v.histRow != nil {
+		return v.histRow
+	}
+	return &v.hist
+}
+
+// currentRow is what the current row's write stores: doc, or its
+// prepared form.
+func (v *version) currentRow() any {
+	if v.docRow != nil {
+		return v.docRow
+	}
+	return &v.doc
+}
+
+// prepareRows has the database prepare the rows of versions ahead of the
+// atomic write that stores them, on up to GOMAXPROCS goroutines: their
+// encoding then runs beside other requests rather than in the writer's
+// turn.
+func prepareRows(a engine.Atomic, versions []*version) error {
+	errs := make([]error, len(versions))
+	inParallel(len(versions), func(i int) {
+		v := versions[i]
+		if v.histRow, errs[i] = a.Prepare(&v.hist); errs[i] == nil {
+			v.docRow, errs[i] = a.Prepare(&v.doc)
+		}
+	})
+	if err := errors.Join(errs...); err != nil {
+		return dbError("prepare rows", err)
+	}
+	return nil
 }
 
 // buildVersion plans the version after cur (nil for a new resource) written
@@ -425,12 +464,15 @@ func (s *Store) writeOne(ctx context.Context, tenant string, v *version, exists 
 	}
 	// Both rows in one transaction: one commit, and no half-done write
 	// for repair to finish.
+	if err := prepareRows(a, []*version{v}); err != nil {
+		return err
+	}
 	var histErr error
 	err := a.RunAtomic(ctx, func(ctx context.Context) error {
-		if histErr = db.Collection(historyCollection).InsertOne(ctx, v.hist); histErr != nil {
+		if histErr = db.Collection(historyCollection).InsertOne(ctx, v.historyRow()); histErr != nil {
 			return histErr
 		}
-		return s.putCurrentRow(ctx, tenant, v.hist.Type, &v.doc, exists)
+		return s.putCurrentRow(ctx, tenant, v.hist.Type, &v.doc, v.currentRow(), exists)
 	})
 	if histErr != nil {
 		return s.historyError(ctx, tenant, v, histErr)
@@ -456,7 +498,7 @@ func (s *Store) historyError(ctx context.Context, tenant string, v *version, err
 // putCurrent makes doc the current row unless a newer version got there first.
 func (s *Store) putCurrent(ctx context.Context, tenant, typ string, doc *storedDoc, exists bool) error {
 	defer s.changedRow(ctx, tenant, typ)
-	return s.putCurrentRow(ctx, tenant, typ, doc, exists)
+	return s.putCurrentRow(ctx, tenant, typ, doc, doc, exists)
 }
 
 // changedRow tells the caches that a row of typ changed: the tenant's
@@ -467,17 +509,17 @@ func (s *Store) changedRow(ctx context.Context, tenant, typ string) {
 }
 
 // putCurrentRow writes doc as the current row unless a newer version got
-// there first.
-func (s *Store) putCurrentRow(ctx context.Context, tenant, typ string, doc *storedDoc, exists bool) error {
+// there first; row is what is written: doc or its prepared form.
+func (s *Store) putCurrentRow(ctx context.Context, tenant, typ string, doc *storedDoc, row any, exists bool) error {
 	coll := s.tenantDB(tenant).Collection(typ)
 	if !exists {
-		err := coll.InsertOne(ctx, doc)
+		err := coll.InsertOne(ctx, row)
 		if err == nil || !engine.IsDuplicateKey(err) {
 			return dbError("insert current row", err)
 		}
 	}
 	filter := bson.D{{Key: "_id", Value: doc.ID}, {Key: "vid", Value: bson.D{{Key: "$lt", Value: doc.VID}}}}
-	_, err := coll.ReplaceOne(ctx, filter, doc, false)
+	_, err := coll.ReplaceOne(ctx, filter, row, false)
 	return dbError("replace current row", err)
 }
 

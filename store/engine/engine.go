@@ -120,8 +120,15 @@ type Database interface {
 // written nothing, and fn may go on; after any other failure the atomic
 // write fails whatever fn returns. Reads inside fn do not see its writes;
 // fn must not start writes on other goroutines with its context.
+//
+// Prepare does ahead of a write, on the caller's goroutine, what writing
+// doc costs besides the database's own work (encoding, index entries):
+// the database's collections accept what it returns in place of doc, so
+// that a RunAtomic, whose fn runs in the database's one writer's turn,
+// spends that turn writing.
 type Atomic interface {
 	RunAtomic(ctx context.Context, fn func(ctx context.Context) error) error
+	Prepare(doc any) (any, error)
 }
 
 // Collection is a set of documents keyed by a unique string "_id".

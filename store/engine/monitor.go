@@ -48,6 +48,9 @@ func (d monitoredAtomicDB) RunAtomic(ctx context.Context, fn func(ctx context.Co
 	return d.a.RunAtomic(ctx, fn)
 }
 
+// Prepare prepares doc as the engine's database does (Atomic).
+func (d monitoredAtomicDB) Prepare(doc any) (any, error) { return d.a.Prepare(doc) }
+
 // observe reports one command around run; body, when the monitor has a
 // Started hook, is the command's document (for finds and counts: the
 // collection, filter, sort, skip, limit and projection).

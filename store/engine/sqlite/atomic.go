@@ -82,6 +82,10 @@ func (d *database) RunAtomic(ctx context.Context, fn func(ctx context.Context) e
 	return nil
 }
 
+// Prepare encodes and indexes doc ahead of its write (engine.Atomic): the
+// collections' writes take the result as it is.
+func (d *database) Prepare(doc any) (any, error) { return prepare(doc, d.e) }
+
 // write runs one collection's write inside the atomic write, without a
 // savepoint of its own (a savepoint copies each page it changes aside): a
 // duplicate _id is found before anything is written; after any other

@@ -1,9 +1,11 @@
 package sqlite
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 
@@ -120,5 +122,57 @@ func TestAFailedAtomicWriteInABatchFailsAlone(t *testing.T) {
 	}
 	if got := findIDs(t, c, bson.D{{Key: "_id", Value: "atomic"}}, nil); len(got) != 0 {
 		t.Fatalf("the failed atomic write's first insert is there: %v", got)
+	}
+}
+
+// TestPreparedDocumentsAreWrittenAsTheDocuments: documents prepared ahead
+// of an atomic write (Prepare) are inserted, replaced and found exactly as
+// the documents themselves, and one prepared document can be written to
+// two collections.
+func TestPreparedDocumentsAreWrittenAsTheDocuments(t *testing.T) {
+	ctx := context.Background()
+	e := openTest(t, Options{SharedField: "resource"})
+	db := e.Database("db")
+	atomic := db.(engine.Atomic)
+	docs := []bson.D{
+		{{Key: "_id", Value: "p1"}, {Key: "vid", Value: 1}, {Key: "resource", Value: bson.D{{Key: "resourceType", Value: "Patient"}, {Key: "name", Value: "Ann"}}}, {Key: "idx", Value: bson.D{{Key: "family", Value: bson.A{"ann"}}}}},
+		{{Key: "_id", Value: "p2"}, {Key: "vid", Value: 1}, {Key: "resource", Value: bson.D{{Key: "resourceType", Value: "Patient"}, {Key: "name", Value: "Bo"}}}, {Key: "idx", Value: bson.D{{Key: "family", Value: bson.A{"bo"}}}}},
+	}
+	replacement := bson.D{{Key: "_id", Value: "p1"}, {Key: "vid", Value: 2}, {Key: "resource", Value: bson.D{{Key: "resourceType", Value: "Patient"}, {Key: "name", Value: "Ann B"}}}, {Key: "idx", Value: bson.D{{Key: "family", Value: bson.A{"annb"}}}}}
+	prep := func(d bson.D) any {
+		p, err := atomic.Prepare(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	p1, p2, r1 := prep(docs[0]), prep(docs[1]), prep(replacement)
+	err := atomic.RunAtomic(ctx, func(ctx context.Context) error {
+		if err := db.Collection("cur").InsertMany(ctx, []any{p1, p2}); err != nil {
+			return err
+		}
+		if err := db.Collection("hist").InsertOne(ctx, p1); err != nil {
+			return err
+		}
+		_, err := db.Collection("cur").ReplaceOne(ctx, bson.D{{Key: "_id", Value: "p1"}}, r1, false)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bson.D{"cur/p1": replacement, "cur/p2": docs[1], "hist/p1": docs[0]}
+	for key, doc := range want {
+		coll, id, _ := strings.Cut(key, "/")
+		got, err := db.Collection(coll).FindOne(ctx, bson.D{{Key: "_id", Value: id}}, nil)
+		wantRaw, _ := bson.Marshal(doc)
+		if err != nil || !bytes.Equal(got, wantRaw) {
+			t.Fatalf("%s: %v\n%v\nwant\n%v", key, err, got, bson.Raw(wantRaw))
+		}
+	}
+	if got := findIDs(t, db.Collection("cur"), bson.D{{Key: "idx.family", Value: "annb"}}, nil); fmt.Sprint(got) != "[p1]" {
+		t.Fatalf("found by the replacement's entries: %v", got)
+	}
+	if got := findIDs(t, db.Collection("cur"), bson.D{{Key: "idx.family", Value: "ann"}}, nil); len(got) != 0 {
+		t.Fatalf("found by the replaced document's entries: %v", got)
 	}
 }

@@ -34,6 +34,8 @@ func prepare(doc any, e *Engine) (*prepared, error) {
 	ws := e.words
 	var raw bson.Raw
 	switch d := doc.(type) {
+	case *prepared: // by database.Prepare
+		return d, nil
 	case bson.Raw:
 		raw = d
 	case []byte:
