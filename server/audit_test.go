@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -325,5 +326,35 @@ func TestAuditRecordsSpooledBeforeTheStartAreIndexed(t *testing.T) {
 	}
 	if n, err := e.store.Spooled(ctx, e.tenant); err != nil || n != 0 {
 		t.Fatalf("%d records still spooled (%v)", n, err)
+	}
+}
+
+// TestAuditTrailPastItsBacklogLosesNothing: with a backlog of 3 records
+// the trail spools no faster than it indexes, and every one of many
+// concurrent requests still becomes one AuditEvent.
+func TestAuditTrailPastItsBacklogLosesNothing(t *testing.T) {
+	e := newEnv(t, func(c *server.Config, _ *store.Options) { c.Audit, c.AuditBacklog = true, 3 })
+	id := e.create("Patient", `{"resourceType":"Patient","name":[{"family":"Backlog"}]}`)
+	const clients, reads = 4, 25
+	var wg sync.WaitGroup
+	failed := make(chan string, clients*reads)
+	for range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range reads {
+				if r := e.get("/Patient/" + id); r.Status != http.StatusOK {
+					failed <- string(r.Body)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(failed)
+	for body := range failed {
+		t.Fatalf("a read failed: %s", body)
+	}
+	if n := waitForAuditEvents(t, e, "entity=Patient/"+id+"&subtype=read", clients*reads); n != clients*reads {
+		t.Fatalf("%d AuditEvents of the reads, want %d", n, clients*reads)
 	}
 }

@@ -162,7 +162,7 @@ var (
 	auditWaitedDesc = prometheus.NewDesc("fhirstore_audit_queue_wait_seconds_total",
 		"Time requests spent waiting for room in the full audit queue.", nil, nil)
 	auditSpooledDesc = prometheus.NewDesc("fhirstore_audit_spooled_records",
-		"Audit records spooled and not yet AuditEvents (they become AuditEvents while the server has time to spare, at full pace past 250,000).", nil, nil)
+		"Audit records spooled and not yet AuditEvents (they become AuditEvents while the server has time to spare, at full pace past --audit-backlog of them).", nil, nil)
 )
 
 // auditCollector reports the audit trail's counts at each scrape.

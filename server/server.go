@@ -40,6 +40,10 @@ type Config struct {
 	// Audit, when set, records every FHIR and REST request as an AuditEvent
 	// in its tenant's database (see Server.Close).
 	Audit bool
+	// AuditBacklog is how many spooled audit records may wait to become
+	// AuditEvents before the trail indexes at full pace and spools no
+	// faster than it indexes; 0 means DefaultAuditBacklog.
+	AuditBacklog int
 	// REST, when set, serves /api/v1 behind the same tenant and token checks
 	// as FHIR; it finds the caller with CallerFrom.
 	REST http.Handler
@@ -93,8 +97,11 @@ func New(cfg Config, st *store.Store, authn auth.Authenticator, logger *zap.Logg
 	if cfg.Version == "" {
 		cfg.Version = "dev"
 	}
+	if cfg.AuditBacklog <= 0 {
+		cfg.AuditBacklog = DefaultAuditBacklog
+	}
 	s := &Server{cfg: cfg, store: st, auth: authn, log: logger, tenants: newTenantCache(cfg.TenantCacheTTL), activity: &activity{}}
-	s.indexer = newAuditIndexer(st, logger, s.activity) // also for records spooled before a start with the trail off
+	s.indexer = newAuditIndexer(st, logger, s.activity, int64(cfg.AuditBacklog)) // also for records spooled before a start with the trail off
 	if cfg.Audit {
 		s.auditor = newAuditor(st, logger, s.indexer)
 		if cfg.Metrics != nil {

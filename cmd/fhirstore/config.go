@@ -51,6 +51,7 @@ var settings = []setting{
 	{"read-timeout", "FHIRSTORE_READ_TIMEOUT", "2m", "how long a client may take to send a whole request, body included, before the connection is cut"},
 	{"metrics", "FHIRSTORE_METRICS", "true", "serve Prometheus metrics at /metrics (no token needed); false turns them off"},
 	{"audit", "FHIRSTORE_AUDIT", "true", "record every FHIR and REST request as an AuditEvent in its tenant's database; false turns the trail off"},
+	{"audit-backlog", "FHIRSTORE_AUDIT_BACKLOG", "250000", "audit records that may wait to become AuditEvents while requests are served; past them the trail takes its full share and requests slow down"},
 	{"dev", "FHIRSTORE_DEV", "auto", "accept HS256 dev tokens signed with the data dir's key: true, false, or auto (true unless an external issuer is configured)"},
 	{"issuer", "FHIRSTORE_ISSUER", "", "iss of an external authorization server whose RS256/ES256 tokens are accepted"},
 	{"issuer-jwks-url", "FHIRSTORE_ISSUER_JWKS_URL", "", "JWKS URL of --issuer's signing keys (fetched, cached, refetched for an unknown kid)"},

@@ -30,7 +30,7 @@ import (
 // indexes exist from the moment a tenant is created.
 var specTypes = []string{"Patient", "QuestionnaireResponse", "Practitioner", "EpisodeOfCare", "DiagnosticReport", "CarePlan", "List", "Questionnaire"}
 
-var serveFlags = []string{"addr", "data-dir", "base-domain", "default-tenant", "mongodb-uri", "max-body-bytes", "max-bundle-entries", "txn-recovery-age", "txn-recovery-attempts", "export-dir", "export-expiry", "export-max-jobs", "export-file-bytes", "export-workers", "sql-timeout", "sql-max-rows", "sql-max-bytes", "sql-cache-bytes", "db-cache-bytes", "db-mmap-bytes", "memory-limit-bytes", "unknown-profiles", "required-profiles", "subscription-endpoints", "subscription-attempts", "subscription-timeout", "subscription-backoff", "log-level", "shutdown-timeout", "read-header-timeout", "read-timeout", "metrics", "audit", "dev", "issuer", "issuer-jwks-url", "issuer-jwks-file", "issuer-tenants", "audience", "issuer-config", "token-issuer", "token-ttl", "clock-skew"}
+var serveFlags = []string{"addr", "data-dir", "base-domain", "default-tenant", "mongodb-uri", "max-body-bytes", "max-bundle-entries", "txn-recovery-age", "txn-recovery-attempts", "export-dir", "export-expiry", "export-max-jobs", "export-file-bytes", "export-workers", "sql-timeout", "sql-max-rows", "sql-max-bytes", "sql-cache-bytes", "db-cache-bytes", "db-mmap-bytes", "memory-limit-bytes", "unknown-profiles", "required-profiles", "subscription-endpoints", "subscription-attempts", "subscription-timeout", "subscription-backoff", "log-level", "shutdown-timeout", "read-header-timeout", "read-timeout", "metrics", "audit", "audit-backlog", "dev", "issuer", "issuer-jwks-url", "issuer-jwks-file", "issuer-tenants", "audience", "issuer-config", "token-issuer", "token-ttl", "clock-skew"}
 
 // serve runs the server until ctx is cancelled (SIGINT or SIGTERM).
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -61,6 +61,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	auditBacklog, err := cfg.int64("audit-backlog")
+	if err != nil {
+		return err
+	}
+
 	recoveryAge, err := cfg.duration("txn-recovery-age")
 	if err != nil {
 		return err
@@ -169,7 +174,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return c.Tenant, true
 	}, Store: db.store, Registry: registry, Logger: logger, Allows: server.Allows})
 	srvCfg := server.Config{BaseDomain: cfg.str("base-domain"), DefaultTenant: cfg.str("default-tenant"), MaxBodyBytes: maxBody,
-		MaxBundleEntries: int(maxEntries), Version: version, REST: rest, Registry: registry, Metrics: metrics, Audit: withAudit,
+		MaxBundleEntries: int(maxEntries), Version: version, REST: rest, Registry: registry, Metrics: metrics, Audit: withAudit, AuditBacklog: int(auditBacklog),
 		SubscriptionChannels: []string{subscription.RestHook}}
 	if verifier.Local, err = localIssuer(ctx, cfg, db.store); err != nil {
 		return err
