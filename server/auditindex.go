@@ -25,16 +25,16 @@ import (
 //   - while requests are being served, it takes at most auditBusyShare of
 //     one core, auditBusyBatch records at a time, so that it neither
 //     holds the database's writer long nor competes with the requests;
-//   - when Config.AuditBacklog records wait (by default
-//     DefaultAuditBacklog, about a minute and a half of indexing), it works at full pace, auditBusyBatch records at a time,
-//     whatever the load, and the trail
-//     spools no more until the backlog is under the cap again: requests
-//     then slow down (the in-memory queue fills) rather than the backlog
-//     grow.
+//   - when Config.AuditBacklog records wait (DefaultAuditBacklog, about a
+//     minute and a half of indexing, unless set), it works at full pace,
+//     auditBusyBatch records at a time, whatever the load, and the trail
+//     spools no more until the backlog is under it again: requests then
+//     slow down (the in-memory queue fills) rather than the backlog grow.
 //
 // A spooled record is durable: a record not yet an AuditEvent at shutdown
 // becomes one after the next start. The number waiting is
 // fhirstore_audit_spooled_records.
+
 // DefaultAuditBacklog is how many spooled audit records may wait to be
 // indexed before the trail takes its full share of the server.
 const DefaultAuditBacklog = 250_000
@@ -64,7 +64,7 @@ type auditIndexer struct {
 	store    *store.Store
 	log      *zap.Logger
 	activity *activity
-	cap      int64 // records waiting past which it works at full pace
+	maxWait  int64 // records waiting past which it works at full pace
 
 	mu      sync.Mutex
 	backlog map[string]int64 // records waiting, by tenant
@@ -82,9 +82,9 @@ type auditIndexer struct {
 
 // newAuditIndexer starts the indexer; it first counts the records the
 // tenants' spools hold from before.
-func newAuditIndexer(st *store.Store, log *zap.Logger, act *activity, cap int64) *auditIndexer {
+func newAuditIndexer(st *store.Store, log *zap.Logger, act *activity, maxWait int64) *auditIndexer {
 	ctx, stop := context.WithCancel(context.Background())
-	x := &auditIndexer{store: st, log: log, activity: act, cap: cap, backlog: map[string]int64{}, wake: make(chan struct{}, 1), room: make(chan struct{}, 1), stop: stop, done: make(chan struct{})}
+	x := &auditIndexer{store: st, log: log, activity: act, maxWait: maxWait, backlog: map[string]int64{}, wake: make(chan struct{}, 1), room: make(chan struct{}, 1), stop: stop, done: make(chan struct{})}
 	go func() {
 		defer close(x.done)
 		x.countSpools(ctx)
@@ -187,7 +187,7 @@ func (x *auditIndexer) run(ctx context.Context) {
 			}
 			continue
 		}
-		full := x.spooled.Load() >= x.cap
+		full := x.spooled.Load() >= x.maxWait
 		hurried := full || x.closed.Load() || !x.activity.busy(auditIdleGap)
 		batch := auditBusyBatch // past the cap too: the spool takes records as this frees room
 		if hurried && !full {
@@ -234,7 +234,7 @@ func (x *auditIndexer) index(ctx context.Context, tenant string, limit int) (int
 // stop says false (the cap is soft: a write that starts under it may end
 // past it).
 func (x *auditIndexer) waitForRoom(stop func() bool) {
-	for x.spooled.Load() >= x.cap && !stop() {
+	for x.spooled.Load() >= x.maxWait && !stop() {
 		select {
 		case <-x.done:
 			return
