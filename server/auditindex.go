@@ -117,8 +117,8 @@ func (x *auditIndexer) countSpools(ctx context.Context) {
 func (x *auditIndexer) add(tenant string, n int64) {
 	x.mu.Lock()
 	x.backlog[tenant] += n
+	x.spooled.Add(n) // under the lock, as took's sum
 	x.mu.Unlock()
-	x.spooled.Add(n)
 	select {
 	case x.wake <- struct{}{}:
 	default:
