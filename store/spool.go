@@ -109,12 +109,7 @@ func (s *Store) Unspool(ctx context.Context, tenant, typ string, limit int, buil
 
 // notStored keeps the records whose resources typ does not hold yet.
 func (s *Store) notStored(ctx context.Context, tenant, typ string, records []SpoolRecord) ([]SpoolRecord, error) {
-	keys := make(bson.A, len(records))
-	for i, r := range records {
-		keys[i] = r.Key
-	}
-	cur, err := s.tenantDB(tenant).Collection(typ).Find(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: keys}}}},
-		&engine.FindOptions{Projection: bson.D{{Key: "_id", Value: 1}}})
+	cur, err := s.tenantDB(tenant).Collection(typ).Find(ctx, byKeys(records), &engine.FindOptions{Projection: bson.D{{Key: "_id", Value: 1}}})
 	if err != nil {
 		return nil, dbError("find unspooled resources", err)
 	}
@@ -167,6 +162,7 @@ func (s *Store) appendSpooled(ctx context.Context, tenant, typ string, records [
 	return refused, nil
 }
 
+// spoolKeys lists the keys of records.
 func spoolKeys(records []SpoolRecord) []string {
 	out := make([]string, len(records))
 	for i, r := range records {
@@ -175,12 +171,13 @@ func spoolKeys(records []SpoolRecord) []string {
 	return out
 }
 
+// byKeys is the filter of the documents whose _id is one of records' keys.
+func byKeys(records []SpoolRecord) bson.D {
+	return bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: spoolKeys(records)}}}}
+}
+
 // dropSpooled removes records from the tenant's spool.
 func (s *Store) dropSpooled(ctx context.Context, tenant string, records []SpoolRecord) error {
-	keys := make(bson.A, len(records))
-	for i, r := range records {
-		keys[i] = r.Key
-	}
-	_, err := s.tenantDB(tenant).Collection(spoolCollection).DeleteMany(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: keys}}}})
+	_, err := s.tenantDB(tenant).Collection(spoolCollection).DeleteMany(ctx, byKeys(records))
 	return dbError("remove spooled records", err)
 }
