@@ -120,7 +120,7 @@ func (t *txn) lockConditions(ctx context.Context) (func(), error) {
 	var keys []string
 	seen := map[string]bool{}
 	for _, o := range t.ops {
-		if o.Condition == "" || (o.Method != "POST" && o.Method != "PUT") {
+		if o.Condition == "" || (o.Method != "POST" && o.Method != "PUT") || o.result.Outcome == Existing {
 			continue
 		}
 		k := conditionKey(o.Type, o.Condition)

@@ -114,6 +114,9 @@ func (s *Store) transaction(ctx context.Context, tenant string, ops []Op, hints 
 	if err := t.check(); err != nil {
 		return nil, err
 	}
+	if err := t.matchExisting(ctx); err != nil {
+		return nil, err
+	}
 	unlock, err := t.lockConditions(ctx)
 	if err != nil {
 		return nil, err
@@ -192,18 +195,18 @@ func (t *txn) resolve(ctx context.Context) error {
 }
 
 func (t *txn) resolveOne(ctx context.Context, o *txnOp) error {
+	if o.result.Outcome == Existing { // matched before the locks (matchExisting)
+		return nil
+	}
 	if o.Condition == "" {
 		if o.Method == "POST" {
 			o.ID = uuid.NewString()
 		}
 		return nil
 	}
-	matches, ok := t.hints.lookup(t.s, t.tenant, o.Type, o.Condition)
-	if !ok {
-		var err error
-		if matches, err = t.s.matchCondition(ctx, t.tenant, o.Type, o.Condition); err != nil {
-			return err
-		}
+	matches, err := t.match(ctx, o)
+	if err != nil {
+		return err
 	}
 	if len(matches) > 1 {
 		return fmt.Errorf("%w: the criteria %s?%s match more than one resource", ErrPreconditionFailed, o.Type, o.Condition)
@@ -240,6 +243,34 @@ func (t *txn) resolveOne(ctx context.Context, o *txnOp) error {
 			return nil
 		}
 		o.ID = matches[0].ID
+	}
+	return nil
+}
+
+// match lists the current resources o's condition matches.
+func (t *txn) match(ctx context.Context, o *txnOp) ([]*Resource, error) {
+	if matches, ok := t.hints.lookup(t.s, t.tenant, o.Type, o.Condition); ok {
+		return matches, nil
+	}
+	return t.s.matchCondition(ctx, t.tenant, o.Type, o.Condition)
+}
+
+// matchExisting settles the conditional creates whose criteria already
+// match one resource: they write nothing, so they need no criteria lock
+// (a lock is two writes), and what a concurrent writer does afterwards
+// cannot change their outcome. The others are resolved under the locks.
+func (t *txn) matchExisting(ctx context.Context) error {
+	for _, o := range t.ops {
+		if o.Method != "POST" || o.Condition == "" {
+			continue
+		}
+		matches, err := t.match(ctx, o)
+		if err != nil {
+			return o.fail(err)
+		}
+		if len(matches) == 1 {
+			o.ID, o.result = matches[0].ID, Result{Outcome: Existing, Resource: matches[0]}
+		}
 	}
 	return nil
 }
