@@ -45,6 +45,54 @@ type invariant struct {
 	// walk cannot tell it (a backbone element: Patient.contact); "" for
 	// the element's own type.
 	focus string
+	// surely, when set, tells without FHIRPath that the invariant holds
+	// for a value; when it cannot tell, expr decides.
+	surely func(v any) bool
+}
+
+// shortcuts are the invariants with a native test of their common case.
+var shortcuts = map[string]func(v any) bool{"dom-3": containedReferenced}
+
+// containedReferenced tells that every contained resource of a resource
+// is referred to by a "reference" element below it ('#' + its id among
+// %resource.descendants().select(reference)), which makes dom-3 hold
+// whatever its other terms say. dom-3 looks at every descendant of the
+// resource in FHIRPath: a third of the validation of a Synthea Claim.
+func containedReferenced(v any) bool {
+	obj, _ := v.(map[string]any)
+	contained, _ := obj["contained"].([]any)
+	if len(contained) == 0 {
+		return false
+	}
+	refs := map[string]bool{}
+	for _, child := range obj {
+		collectReferences(child, refs)
+	}
+	for _, c := range contained {
+		id, ok := c.(map[string]any)["id"].(string)
+		if !ok || !refs["#"+id] {
+			return false
+		}
+	}
+	return true
+}
+
+// collectReferences adds the string values of the "reference" elements
+// in v and below it to refs.
+func collectReferences(v any, refs map[string]bool) {
+	switch x := v.(type) {
+	case map[string]any:
+		if r, ok := x["reference"].(string); ok {
+			refs[r] = true
+		}
+		for _, child := range x {
+			collectReferences(child, refs)
+		}
+	case []any:
+		for _, item := range x {
+			collectReferences(item, refs)
+		}
+	}
 }
 
 // invariantTable tells where each invariant applies, by the schema
@@ -123,7 +171,7 @@ func (t *invariantTable) compile(byPath map[string][][4]string) map[string][]*in
 				exprs[c[3]] = expr
 			}
 			if expr != nil {
-				out[path] = append(out[path], &invariant{key: c[0], severity: c[1], human: c[2], source: sdPrefix + root, expr: expr})
+				out[path] = append(out[path], &invariant{key: c[0], severity: c[1], human: c[2], source: sdPrefix + root, expr: expr, surely: shortcuts[c[0]]})
 			}
 		}
 	}
@@ -321,6 +369,9 @@ func (w *walker) checkInvariants() {
 // constraint's result: one boolean is the verdict, an empty result is
 // false, and any other non-empty result is true.
 func (inv *invariant) holds(ctx context.Context, env *fhirpath.Env, node fhirpath.Node) (bool, error) {
+	if inv.surely != nil && inv.surely(node.Value) {
+		return true, nil
+	}
 	out, err := inv.expr.Eval(ctx, env, []fhirpath.Node{node})
 	if err != nil {
 		return false, err

@@ -93,6 +93,70 @@ func TestDom3AgreesWithR5(t *testing.T) {
 	}
 }
 
+// TestDom3ShortcutAgreesWithItsExpression: wherever the native test says
+// dom-3 holds (every contained resource referred to by a reference), the
+// expression says so too, over the official examples, the Synthea
+// patients and cases around the rule's edges; and the test fires on the
+// Synthea ExplanationOfBenefits, which it is for.
+func TestDom3ShortcutAgreesWithItsExpression(t *testing.T) {
+	var dom3 *invariant
+	for _, inv := range mustInternalValidator(t).invariants.domain {
+		if inv.key == "dom-3" {
+			dom3 = inv
+		}
+	}
+	if dom3 == nil || dom3.surely == nil {
+		t.Fatal("no dom-3 with a native test")
+	}
+	byExpression := *dom3
+	byExpression.surely = nil
+	cases := map[string][]byte{
+		"by reference":                []byte(`{"resourceType":"Patient","contained":[{"resourceType":"Organization","id":"o1"}],"managingOrganization":{"reference":"#o1"}}`),
+		"referred to from within":     []byte(`{"resourceType":"Patient","contained":[{"resourceType":"Organization","id":"o1","partOf":{"reference":"#o1"}}]}`),
+		"one of two":                  []byte(`{"resourceType":"Patient","contained":[{"resourceType":"Organization","id":"o1"},{"resourceType":"Organization","id":"o2"}],"managingOrganization":{"reference":"#o2"}}`),
+		"a reference at the top":      []byte(`{"resourceType":"Basic","code":{"text":"x"},"contained":[{"resourceType":"Organization","id":"o1"}],"reference":"#o1"}`),
+		"without id":                  []byte(`{"resourceType":"Patient","contained":[{"resourceType":"Organization","name":"x"}]}`),
+		"named in a display":          []byte(`{"resourceType":"Patient","contained":[{"resourceType":"Organization","id":"o1"}],"managingOrganization":{"display":"#o1"}}`),
+		"by canonical, not reference": []byte(`{"resourceType":"Questionnaire","status":"draft","contained":[{"resourceType":"ValueSet","id":"vs","status":"draft"}],"item":[{"linkId":"1","type":"choice","answerValueSet":"#vs"}]}`),
+	}
+	for _, pattern := range []string{"../testdata/fhir/examples/*.json", "../testdata/synthea/*.json"} {
+		files, _ := filepath.Glob(pattern)
+		if len(files) == 0 {
+			t.Fatalf("no files %s", pattern)
+		}
+		for _, f := range files {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cases[filepath.Base(f)] = b
+		}
+	}
+	fired := map[string]int{}
+	for name, body := range cases {
+		for _, res := range withEntries(t, decodeJSON(t, body)) {
+			if !dom3.surely(res) {
+				continue
+			}
+			fired[fmt.Sprint(res["resourceType"])]++
+			env := &fhirpath.Env{Resource: res, RootResource: res, MaxSteps: 100_000_000}
+			holds, err := byExpression.holds(context.Background(), env, fhirpath.ResourceNode(res))
+			if err != nil || !holds {
+				t.Errorf("%s %s/%v: the native test holds, the expression gives %v (%v)", name, res["resourceType"], res["id"], holds, err)
+			}
+		}
+	}
+	if fired["ExplanationOfBenefit"] < 200 {
+		t.Errorf("the native test fired on %v, want Synthea's ExplanationOfBenefits among them", fired)
+	}
+	for _, name := range []string{"without id", "named in a display", "by canonical, not reference"} {
+		if dom3.surely(decodeJSON(t, cases[name])) {
+			t.Errorf("%s: the native test says dom-3 holds; the expression must decide", name)
+		}
+	}
+	t.Logf("the native test settled dom-3 for %v", fired)
+}
+
 func decodeJSON(t testing.TB, body []byte) map[string]any {
 	t.Helper()
 	var res map[string]any
