@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 
+	"fhirstore/search"
 	"fhirstore/store"
 )
 
@@ -464,3 +466,75 @@ func TestTenantLifecycle(t *testing.T) {
 // current-row write) cannot be produced through the exported API alone: the
 // two writes happen inside one unexported call with no hook in between. It
 // is reached only indirectly, by the losers of the races above.
+
+// TestLargeTransactionsTakeTurns: large transactions committed together
+// are each stored whole, entries referring to one another rewritten; one
+// that fails validation or whose caller gives up fails alone and leaves
+// the others and the next ones their turn.
+func TestLargeTransactionsTakeTurns(t *testing.T) {
+	ctx := context.Background()
+	st := db.Open(t, db.Options())
+	tenant := db.Tenant(t, st)
+	const entries = 100
+	ops := func(name string, bad int) []store.Op {
+		var out []store.Op
+		for i := range entries {
+			body := patientBody("", fmt.Sprintf("%s-%d", name, i))
+			if i == bad {
+				body = []byte(`{"resourceType":"Patient","active":"not a boolean"}`)
+			}
+			out = append(out, store.Op{Method: "POST", Type: "Patient", Body: body, FullURL: fmt.Sprintf("urn:uuid:%s-%d", name, i)})
+		}
+		out = append(out, store.Op{Method: "POST", Type: "Observation", FullURL: "urn:uuid:obs-" + name,
+			Body: fmt.Appendf(nil, `{"resourceType":"Observation","status":"final","code":{"text":"x"},"subject":{"reference":"urn:uuid:%s-0"}}`, name)})
+		return out
+	}
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	cases := []struct {
+		name string
+		ctx  context.Context
+		bad  int
+	}{{"a", ctx, -1}, {"b", ctx, 80}, {"c", cancelled, -1}, {"d", ctx, -1}, {"e", ctx, -1}}
+	errs := make([]error, len(cases))
+	results := make([][]store.Result, len(cases))
+	var wg sync.WaitGroup
+	for i, c := range cases {
+		wg.Go(func() { results[i], errs[i] = st.Transaction(c.ctx, tenant, ops(c.name, c.bad)) })
+	}
+	wg.Wait()
+	var opErr *store.OpError
+	if !errors.As(errs[1], &opErr) || opErr.Index != 80 {
+		t.Errorf("the transaction with an invalid entry 80: %v", errs[1])
+	}
+	if !errors.Is(errs[2], context.Canceled) {
+		t.Errorf("the transaction whose caller gave up: %v", errs[2])
+	}
+	for _, i := range []int{0, 3, 4} {
+		if errs[i] != nil {
+			t.Fatalf("transaction %s: %v", cases[i].name, errs[i])
+		}
+		first, obs := results[i][0].Resource, results[i][entries].Resource
+		if want := `"reference":"Patient/` + first.ID + `"`; !strings.Contains(string(obs.JSON), want) {
+			t.Errorf("transaction %s: Observation %s, want its subject rewritten to %s", cases[i].name, obs.JSON, want)
+		}
+	}
+	if _, err := st.Transaction(ctx, tenant, ops("after", -1)); err != nil {
+		t.Fatalf("a large transaction after them: %v", err)
+	}
+	for _, name := range []string{"a", "b", "c", "d", "e", "after"} {
+		want := int64(entries)
+		if name == "b" || name == "c" {
+			want = 0
+		}
+		q, err := db.Registry().Parse("Patient", url.Values{"name": {name + "-"}}, search.ParseOptions{Strict: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		q.Total = "accurate"
+		page, err := st.Search(ctx, tenant, q)
+		if err != nil || page.Total != want {
+			t.Errorf("Patients of transaction %s: %v (%v), want %d", name, page.Total, err, want)
+		}
+	}
+}

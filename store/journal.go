@@ -100,11 +100,13 @@ func (s *Store) fault(point string) error {
 // commitJournal stores versions all or nothing. exists[i] tells whether
 // versions[i] replaces a current row. A duplicate history row fails the
 // whole set with a *OpError wrapping ErrConflict at index owner[i].
-func (s *Store) commitJournal(ctx context.Context, tenant string, versions []*version, exists []bool, owner []int) error {
+// started is called once the database starts writing them.
+func (s *Store) commitJournal(ctx context.Context, tenant string, versions []*version, exists []bool, owner []int, started func()) error {
 	db := s.tenantDB(tenant)
 	if a, ok := db.(engine.Atomic); ok && s.opts.Fault == nil {
-		return s.commitAtomic(ctx, tenant, a, versions, exists, owner)
+		return s.commitAtomic(ctx, tenant, a, versions, exists, owner, started)
 	}
+	started()
 	txn := uuid.NewString()
 	entry := journalEntry{ID: txn, At: s.opts.Now().UTC(), Keys: make([]journalKey, len(versions))}
 	rows := make([]any, len(versions))
@@ -171,7 +173,7 @@ func (s *Store) commitJournal(ctx context.Context, tenant string, versions []*ve
 // atomic write of an engine that has them: the journal, its decision and
 // recovery are not needed (a crash leaves all of them or none). With
 // fault points set (tests of recovery) the journal is used instead.
-func (s *Store) commitAtomic(ctx context.Context, tenant string, a engine.Atomic, versions []*version, exists []bool, owner []int) error {
+func (s *Store) commitAtomic(ctx context.Context, tenant string, a engine.Atomic, versions []*version, exists []bool, owner []int, started func()) error {
 	db := s.tenantDB(tenant)
 	for _, v := range versions {
 		v.hist.Txn = ""
@@ -185,6 +187,7 @@ func (s *Store) commitAtomic(ctx context.Context, tenant string, a engine.Atomic
 	}
 	var histErr error
 	err := a.RunAtomic(ctx, func(ctx context.Context) error {
+		started()
 		if histErr = db.Collection(historyCollection).InsertMany(ctx, rows); histErr != nil {
 			return histErr
 		}

@@ -85,6 +85,8 @@ func (t *txn) rewriteReference(ctx context.Context, ref, path string) (string, e
 	if !conditional || strings.Contains(typ, "/") || !t.s.opts.ResourceTypes(typ) {
 		return ref, nil
 	}
+	t.resolving.Lock()
+	defer t.resolving.Unlock()
 	if to, ok := t.resolved[ref]; ok {
 		return to, nil
 	}

@@ -193,6 +193,9 @@ type Store struct {
 	// batches are Snapshot's row batches, kept with their buffers grown
 	// from one snapshot to the next.
 	batches sync.Pool
+	// bulk admits one large transaction at a time to its preparation
+	// (txn.go), which then uses every core.
+	bulk chan struct{}
 	// definitions caches each tenant's conformance look-ups by generation
 	// (conformance.go).
 	definitions sync.Map
@@ -233,7 +236,7 @@ func Open(ctx context.Context, eng engine.Engine, opts Options) (*Store, error) 
 	if opts.LockLease == 0 {
 		opts.LockLease = 2 * time.Minute
 	}
-	s := &Store{eng: engine.Monitored(eng, opts.Monitor), opts: opts, log: opts.Logger}
+	s := &Store{eng: engine.Monitored(eng, opts.Monitor), opts: opts, log: opts.Logger, bulk: make(chan struct{}, 1)}
 	if err := s.Ping(ctx); err != nil {
 		_ = eng.Close(context.WithoutCancel(ctx))
 		return nil, err

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"sync"
 
 	"github.com/google/uuid"
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -88,13 +89,19 @@ type txn struct {
 	ops    []*txnOp // in processing order
 	// refs maps fullUrls to the Type/id they are stored as.
 	refs map[string]string
-	// resolved caches conditional references (Type?query → Type/id).
-	resolved map[string]string
+	// resolved caches conditional references (Type?query → Type/id);
+	// resolving holds its lock, so that every entry of the transaction
+	// sees one answer.
+	resolving sync.Mutex
+	resolved  map[string]string
 	// hints are a batch's prefetched condition matches (nil outside Batch).
 	hints *conditionHints
 	// bundle holds the resources of every entry of the batch or
 	// transaction, for the validation of references between them.
 	bundle *Bundle
+	// turn ends the transaction's turn of preparation (admit); nil when
+	// it took none.
+	turn func()
 }
 
 // Transaction applies ops all or nothing: conditions are resolved through
@@ -123,10 +130,12 @@ func (s *Store) transaction(ctx context.Context, tenant string, ops []Op, hints 
 	}
 	defer unlock()
 	defer s.beginWrite()()
-	for _, step := range []func(context.Context) error{t.resolve, t.loadCurrent, t.prefetchReferences, t.prepare, t.plan, t.commit} {
-		if err := step(ctx); err != nil {
-			return nil, err
-		}
+	defer t.started()
+	if err := t.admit(ctx, t.resolve, t.loadCurrent, t.prefetchReferences, t.prepare, t.plan); err != nil {
+		return nil, err
+	}
+	if err := t.commit(ctx); err != nil {
+		return nil, err
 	}
 	results := make([]Result, len(ops))
 	for _, o := range t.ops {
@@ -136,6 +145,42 @@ func (s *Store) transaction(ctx context.Context, tenant string, ops []Op, hints 
 		}
 	}
 	return results, nil
+}
+
+// bulkOps is the size from which a transaction is large: large ones are
+// prepared one at a time.
+const bulkOps = 64
+
+// admit runs the steps that prepare the transaction's versions. Large
+// transactions take them in turn, each on every core (eachOp), and hold
+// their turn until the database starts writing them (started): several
+// arriving together (a loader's Bundles) then reach the single writer one
+// after another, each written while the next is prepared, rather than all
+// at once after sharing the cores, which left the writer idle and then
+// busy alone, and held every Bundle's rows in memory at once.
+func (t *txn) admit(ctx context.Context, steps ...func(context.Context) error) error {
+	if len(t.ops) >= bulkOps {
+		select {
+		case t.s.bulk <- struct{}{}:
+			t.turn = sync.OnceFunc(func() { <-t.s.bulk })
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	for _, step := range steps {
+		if err := step(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// started tells that the transaction's writes have begun: its turn of
+// preparation, if it took one, is over.
+func (t *txn) started() {
+	if t.turn != nil {
+		t.turn()
+	}
 }
 
 // check rejects ops that cannot be processed at all.
@@ -342,14 +387,26 @@ func (s *Store) currentRows(ctx context.Context, tenant, typ string, ids []strin
 
 // prepare parses, patches and validates each body and rewrites its
 // references to other entries and its conditional references.
+// The entries are prepared on several goroutines; the first to fail in
+// processing order fails the transaction.
 func (t *txn) prepare(ctx context.Context) error {
 	ctx = withGenerationMemo(ctx)
-	for _, o := range t.ops {
+	return t.eachOp(func(o *txnOp) error {
 		if o.result.Outcome != 0 || o.Method == "DELETE" {
-			continue
+			return nil
 		}
-		if err := t.prepareOne(ctx, o); err != nil {
-			return o.fail(err)
+		return t.prepareOne(ctx, o)
+	})
+}
+
+// eachOp calls fn for every op, on up to GOMAXPROCS goroutines for many,
+// and returns the failure of the first op in processing order.
+func (t *txn) eachOp(fn func(o *txnOp) error) error {
+	errs := make([]error, len(t.ops))
+	inParallel(len(t.ops), func(i int) { errs[i] = fn(t.ops[i]) })
+	for i, err := range errs {
+		if err != nil {
+			return t.ops[i].fail(err)
 		}
 	}
 	return nil
@@ -382,9 +439,9 @@ func (t *txn) prepareOne(ctx context.Context, o *txnOp) error {
 // plan builds the versions to write, all stamped with one instant.
 func (t *txn) plan(context.Context) error {
 	ts := t.s.now()
-	for _, o := range t.ops {
+	return t.eachOp(func(o *txnOp) error {
 		if o.result.Outcome != 0 {
-			continue
+			return nil
 		}
 		in := o.prep
 		if o.Method == "DELETE" {
@@ -392,12 +449,12 @@ func (t *txn) plan(context.Context) error {
 		}
 		v, err := t.s.buildVersion(in, o.ID, o.cur, methodOf(o), ts, o.Options.Guard)
 		if err != nil {
-			return o.fail(err)
+			return err
 		}
 		o.write = v
 		o.result = Result{Outcome: outcomeOf(o), Resource: v.res}
-	}
-	return nil
+		return nil
+	})
 }
 
 // methodOf is the history method of an op: PATCH is stored as PUT.
@@ -448,7 +505,7 @@ func (t *txn) commit(ctx context.Context) error {
 		if err := t.s.writeOne(ctx, t.tenant, versions[0], exists[0]); err != nil {
 			return &OpError{Index: owner[0], Err: err}
 		}
-	} else if err := t.s.commitJournal(ctx, t.tenant, versions, exists, owner); err != nil {
+	} else if err := t.s.commitJournal(ctx, t.tenant, versions, exists, owner, t.started); err != nil {
 		return err
 	}
 	t.s.recheckIndex(ctx, t.tenant, versions)
