@@ -3,8 +3,6 @@ package store
 import (
 	"context"
 	"fmt"
-	"runtime"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -95,26 +93,3 @@ func (s *Store) appendOp(reg *search.Registry, typ string, body []byte, id strin
 // appendChunk is how many bodies make a goroutine's worth of Append's
 // parsing, indexing and rendering: most of its time outside the database.
 const appendChunk = 32
-
-// inParallel calls fn for 0..n-1, on up to GOMAXPROCS goroutines when n
-// is large enough to pay for them.
-func inParallel(n int, fn func(i int)) {
-	workers := min(runtime.GOMAXPROCS(0), n/appendChunk+1)
-	if workers <= 1 {
-		for i := range n {
-			fn(i)
-		}
-		return
-	}
-	var wg sync.WaitGroup
-	for k := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := k * n / workers; i < (k+1)*n/workers; i++ {
-				fn(i)
-			}
-		}()
-	}
-	wg.Wait()
-}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"net/url"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -11,12 +13,19 @@ import (
 	"fhirstore/store/engine"
 )
 
+// batchWorkers is how many ops of a batch are applied at once: their
+// writes meet in the database's group commit.
+const batchWorkers = 8
+
 // Batch applies each op on its own, as a transaction of one: errs[i] is the
 // failure of ops[i] (as Transaction reports it) and leaves the others
-// alone. With Options.Exclusive, the conditional creates and updates of the
-// batch are looked up together first, one search per type and parameter
-// instead of one per op, and the answers are kept up to date with the
-// batch's own writes.
+// alone. Ops are applied several at a time, as FHIR allows a batch (its
+// entries do not depend on one another), unless two of them name the same
+// resource or the same criteria: those batches are applied in order. With
+// Options.Exclusive, the conditional creates and updates of the batch are
+// looked up together first, one search per type and parameter instead of
+// one per op, and the answers are kept up to date with the batch's own
+// writes.
 func (s *Store) Batch(ctx context.Context, tenant string, ops []Op) ([]Result, []error) {
 	results, errs := make([]Result, len(ops)), make([]error, len(ops))
 	var hints *conditionHints
@@ -27,20 +36,50 @@ func (s *Store) Batch(ctx context.Context, tenant string, ops []Op) ([]Result, [
 		}
 	}
 	bundle := bundleOf(ops)
-	for i, op := range ops {
-		r, err := s.transaction(ctx, tenant, []Op{op}, hints, bundle)
-		if err != nil {
-			errs[i] = err
+	workers := batchWorkers
+	if !independent(ops) {
+		workers = 1
+	}
+	var next atomic.Int64
+	onGoroutines(min(workers, len(ops)), func(int) {
+		for i := int(next.Add(1) - 1); i < len(ops); i = int(next.Add(1) - 1) {
+			r, err := s.transaction(ctx, tenant, []Op{ops[i]}, hints, bundle)
+			if err != nil {
+				errs[i] = err
+				continue
+			}
+			results[i] = r[0]
+		}
+	})
+	return results, errs
+}
+
+// independent tells that no two ops name the same resource or the same
+// criteria, so that the order they are applied in changes nothing.
+func independent(ops []Op) bool {
+	seen := make(map[string]bool, len(ops))
+	for _, op := range ops {
+		var key string
+		switch {
+		case op.Condition != "":
+			key = "?" + conditionKey(op.Type, op.Condition)
+		case op.ID != "":
+			key = op.Type + "/" + op.ID
+		default:
 			continue
 		}
-		results[i] = r[0]
+		if seen[key] {
+			return false
+		}
+		seen[key] = true
 	}
-	return results, errs
+	return true
 }
 
 // conditionHints are the matches of simple conditions read together at a
 // known write generation of their type.
 type conditionHints struct {
+	mu     sync.Mutex                // the batch's ops run concurrently
 	byKey  map[string]*conditionHint // conditionKey → hint
 	byType map[string][]*conditionHint
 }
@@ -146,6 +185,8 @@ func (h *conditionHints) lookup(s *Store, tenant, typ, condition string) ([]*Res
 	if h == nil {
 		return nil, false
 	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	hint := h.byKey[conditionKey(typ, condition)]
 	if hint == nil || hint.gen != s.matches.generation(tenant, typ) {
 		return nil, false
@@ -160,6 +201,8 @@ func (h *conditionHints) observe(s *Store, tenant string, v *version) {
 	if h == nil {
 		return
 	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	typ := v.hist.Type
 	now := s.matches.generation(tenant, typ)
 	var kept []*conditionHint

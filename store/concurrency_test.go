@@ -538,3 +538,49 @@ func TestLargeTransactionsTakeTurns(t *testing.T) {
 		}
 	}
 }
+
+// TestBatchEntriesKeepTheirPlaces: a batch's entries, applied several at
+// a time, each answer at their own index, a failing one alone; entries
+// that name one resource are applied in their order.
+func TestBatchEntriesKeepTheirPlaces(t *testing.T) {
+	ctx := context.Background()
+	st := db.Open(t, db.Options())
+	tenant := db.Tenant(t, st)
+	var ops []store.Op
+	for i := range 60 {
+		body := patientBody("", fmt.Sprintf("entry-%d", i))
+		if i%20 == 7 {
+			body = []byte(`{"resourceType":"Patient","active":"not a boolean"}`)
+		}
+		ops = append(ops, store.Op{Method: "POST", Type: "Patient", Body: body})
+	}
+	results, errs := st.Batch(ctx, tenant, ops)
+	for i := range ops {
+		if i%20 == 7 {
+			if errs[i] == nil {
+				t.Errorf("entry %d (invalid) succeeded", i)
+			}
+			continue
+		}
+		if errs[i] != nil {
+			t.Fatalf("entry %d: %v", i, errs[i])
+		}
+		if name, _ := marker(t, results[i].Resource.JSON); name != fmt.Sprintf("entry-%d", i) {
+			t.Errorf("entry %d answered with %s", i, name)
+		}
+	}
+
+	var same []store.Op
+	for i := range 12 {
+		same = append(same, store.Op{Method: "PUT", Type: "Patient", ID: "one", Body: patientBody("one", fmt.Sprint("v", i+1))})
+	}
+	results, errs = st.Batch(ctx, tenant, same)
+	want := map[int]string{}
+	for i := range same {
+		if errs[i] != nil || results[i].Resource.VersionID != i+1 {
+			t.Fatalf("update %d of one resource: version %v (%v), want %d", i, results[i].Resource, errs[i], i+1)
+		}
+		want[i+1] = fmt.Sprint("v", i+1)
+	}
+	checkHistory(t, st, tenant, "one", want)
+}
