@@ -227,12 +227,16 @@ func sortCoded(es []codedEntry) {
 // entriesPerInsert is how many entries one INSERT statement writes.
 const entriesPerInsert = 100
 
+// entriesPerFlush is how many entries entryRows holds before it sorts and
+// inserts them.
+const entriesPerFlush = 1 << 16
+
 // entryRows collects index entries (of one or several documents) and
-// inserts them entriesPerInsert at a time.
+// inserts them in the order of their key.
 type entryRows struct {
-	n     names
-	args  []any // f, v, rid of each entry
-	coded []codedEntry
+	n    names
+	rows []rowEntry
+	args []any // f, v, rid of each entry of one statement
 }
 
 // codedEntry is an entry with its path's number.
@@ -242,34 +246,55 @@ type codedEntry struct {
 	text bool // for row keys: a text value the row does not keep (v nil)
 }
 
-// add adds the entries of document rid, inserting full statements' worth,
-// in the order of their key.
+// rowEntry is an index entry of document rid, as x_C keys it.
+type rowEntry struct {
+	f   int64
+	v   any
+	rid int64
+}
+
+// add adds the entries of document rid, inserting what it holds when it
+// reaches entriesPerFlush.
 func (r *entryRows) add(ctx context.Context, w *conn, rid int64, entries []entry) error {
-	r.coded = r.coded[:0]
 	for _, e := range entries {
 		f, err := w.codes.code(ctx, w, e.f)
 		if err != nil {
 			return err
 		}
-		r.coded = append(r.coded, codedEntry{f: f, v: e.v})
+		r.rows = append(r.rows, rowEntry{f: f, v: e.v, rid: rid})
 	}
-	sortCoded(r.coded)
-	for _, e := range r.coded {
-		r.args = append(r.args, e.f, e.v, rid)
-		if len(r.args) == 3*entriesPerInsert {
-			if err := r.flush(ctx, w); err != nil {
-				return err
-			}
-		}
+	if len(r.rows) >= entriesPerFlush {
+		return r.flush(ctx, w)
 	}
 	return nil
 }
 
-// flush inserts the entries collected.
+// flush inserts the entries collected, sorted by key.
 func (r *entryRows) flush(ctx context.Context, w *conn) error {
-	if len(r.args) == 0 {
-		return nil
+	slices.SortFunc(r.rows, func(a, b rowEntry) int {
+		if c := cmp.Compare(a.f, b.f); c != 0 {
+			return c
+		}
+		if c := compareValues(a.v, b.v); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.rid, b.rid)
+	})
+	for chunk := range slices.Chunk(r.rows, entriesPerInsert) {
+		for _, e := range chunk {
+			r.args = append(r.args, e.f, e.v, e.rid)
+		}
+		if err := r.insert(ctx, w); err != nil {
+			return err
+		}
 	}
+	clear(r.rows)
+	r.rows = r.rows[:0]
+	return nil
+}
+
+// insert runs one INSERT of the entries in args.
+func (r *entryRows) insert(ctx context.Context, w *conn) error {
 	var b strings.Builder
 	b.WriteString("INSERT OR IGNORE INTO " + r.n.x + " (f, v, rid) VALUES ")
 	for i := 0; i < len(r.args)/3; i++ {
@@ -281,6 +306,7 @@ func (r *entryRows) flush(ctx context.Context, w *conn) error {
 	if _, err := w.exec(ctx, b.String(), r.args...); err != nil {
 		return fmt.Errorf("insert index entries: %w", err)
 	}
+	clear(r.args)
 	r.args = r.args[:0]
 	return nil
 }
