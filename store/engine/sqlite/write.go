@@ -16,9 +16,10 @@ import (
 	"fhirstore/store/engine"
 )
 
-// prepared is a document ready to be written: its bytes, _id and entries
-// (all of them; rest are x_C's, text the word table's row of the others),
-// and its stored parts (nil until it has an _id).
+// prepared is a document ready to be written: its bytes (until it has
+// an _id and its stored parts), _id and entries (all of them; rest are
+// x_C's, text the word table's row of the others), and its stored parts
+// (nil until it has an _id).
 type prepared struct {
 	raw     bson.Raw
 	id      string // "" when the document has no _id
@@ -78,6 +79,7 @@ func prepare(doc any, e *Engine) (*prepared, error) {
 		if p.enc, err = e.codec.encode(p.raw, e.opts.SharedField); err != nil {
 			return nil, fmt.Errorf("store document %s: %w", p.id, err)
 		}
+		p.raw = nil // its stored parts and entries are what a write needs
 	}
 	return p, nil
 }
