@@ -5,6 +5,8 @@ import (
 	"runtime"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
+	"time"
 )
 
 // inParallel calls fn for 0..n-1, on up to GOMAXPROCS goroutines when n
@@ -47,3 +49,27 @@ func onGoroutines(n int, fn func(k int)) {
 		panic(panicked)
 	}
 }
+
+// yielding calls fn for 0..n-1 on GOMAXPROCS goroutines, all but one of
+// which pause while a large transaction is being written: the database's
+// single writer then has a core of its own, and the next transaction is
+// prepared beside it rather than slowing it down.
+func (s *Store) yielding(n int, fn func(i int)) {
+	var next atomic.Int64
+	onGoroutines(runtime.GOMAXPROCS(0), func(k int) {
+		for {
+			for k > 0 && s.bulkWriting.Load() > 0 && next.Load() < int64(n) {
+				time.Sleep(yieldPause)
+			}
+			i := int(next.Add(1) - 1)
+			if i >= n {
+				return
+			}
+			fn(i)
+		}
+	})
+}
+
+// yieldPause is how long a paused goroutine of yielding waits before it
+// looks again.
+const yieldPause = 2 * time.Millisecond

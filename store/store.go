@@ -196,6 +196,8 @@ type Store struct {
 	// bulk admits one large transaction at a time to its preparation
 	// (txn.go), which then uses every core.
 	bulk chan struct{}
+	// bulkWriting counts the large transactions being written.
+	bulkWriting atomic.Int32
 	// definitions caches each tenant's conformance look-ups by generation
 	// (conformance.go).
 	definitions sync.Map

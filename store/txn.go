@@ -130,6 +130,7 @@ func (s *Store) transaction(ctx context.Context, tenant string, ops []Op, hints 
 	}
 	defer unlock()
 	defer s.beginWrite()()
+	defer t.finished()
 	defer t.started()
 	if err := t.admit(ctx, t.resolve, t.loadCurrent, t.prefetchReferences, t.prepare, t.plan); err != nil {
 		return nil, err
@@ -162,7 +163,10 @@ func (t *txn) admit(ctx context.Context, steps ...func(context.Context) error) e
 	if len(t.ops) >= bulkOps {
 		select {
 		case t.s.bulk <- struct{}{}:
-			t.turn = sync.OnceFunc(func() { <-t.s.bulk })
+			t.turn = sync.OnceFunc(func() {
+				<-t.s.bulk
+				t.s.bulkWriting.Add(1)
+			})
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -180,6 +184,14 @@ func (t *txn) admit(ctx context.Context, steps ...func(context.Context) error) e
 func (t *txn) started() {
 	if t.turn != nil {
 		t.turn()
+	}
+}
+
+// finished tells that the transaction's writes, if it took a turn of
+// preparation, are over.
+func (t *txn) finished() {
+	if t.turn != nil {
+		t.s.bulkWriting.Add(-1)
 	}
 }
 
@@ -403,7 +415,11 @@ func (t *txn) prepare(ctx context.Context) error {
 // and returns the failure of the first op in processing order.
 func (t *txn) eachOp(fn func(o *txnOp) error) error {
 	errs := make([]error, len(t.ops))
-	inParallel(len(t.ops), func(i int) { errs[i] = fn(t.ops[i]) })
+	if t.turn != nil {
+		t.s.yielding(len(t.ops), func(i int) { errs[i] = fn(t.ops[i]) })
+	} else {
+		inParallel(len(t.ops), func(i int) { errs[i] = fn(t.ops[i]) })
+	}
 	for i, err := range errs {
 		if err != nil {
 			return t.ops[i].fail(err)
