@@ -129,14 +129,16 @@ func (s *Store) transaction(ctx context.Context, tenant string, ops []Op, hints 
 		return nil, err
 	}
 	defer unlock()
-	defer s.beginWrite()()
-	defer t.finished()
-	defer t.started()
-	if err := t.admit(ctx, t.resolve, t.loadCurrent, t.prefetchReferences, t.prepare, t.plan); err != nil {
+	if err := t.admit(ctx); err != nil {
 		return nil, err
 	}
-	if err := t.commit(ctx); err != nil {
-		return nil, err
+	defer t.finished()
+	defer t.started()
+	defer s.beginWrite()()
+	for _, step := range []func(context.Context) error{t.resolve, t.loadCurrent, t.prefetchReferences, t.prepare, t.plan, t.commit} {
+		if err := step(ctx); err != nil {
+			return nil, err
+		}
 	}
 	results := make([]Result, len(ops))
 	for _, o := range t.ops {
@@ -152,31 +154,29 @@ func (s *Store) transaction(ctx context.Context, tenant string, ops []Op, hints 
 // prepared one at a time.
 const bulkOps = 64
 
-// admit runs the steps that prepare the transaction's versions. Large
-// transactions take them in turn, each on every core (eachOp), and hold
-// their turn until the database starts writing them (started): several
-// arriving together (a loader's Bundles) then reach the single writer one
-// after another, each written while the next is prepared, rather than all
-// at once after sharing the cores, which left the writer idle and then
-// busy alone, and held every Bundle's rows in memory at once.
-func (t *txn) admit(ctx context.Context, steps ...func(context.Context) error) error {
-	if len(t.ops) >= bulkOps {
-		select {
-		case t.s.bulk <- struct{}{}:
-			t.turn = sync.OnceFunc(func() {
-				<-t.s.bulk
-				t.s.bulkWriting.Add(1)
-			})
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+// admit waits for a large transaction's turn of preparation. Large
+// transactions are prepared in turn, each on every core (eachOp), and
+// hold their turn until the database starts writing them (started):
+// several arriving together (a loader's Bundles) then reach the single
+// writer one after another, each written while the next is prepared,
+// rather than all at once after sharing the cores, which left the writer
+// idle and then busy alone, and held every Bundle's rows in memory at
+// once. A transaction waiting for its turn is not yet a write under way
+// (beginWrite): searches and exports do not wait for it.
+func (t *txn) admit(ctx context.Context) error {
+	if len(t.ops) < bulkOps {
+		return nil
 	}
-	for _, step := range steps {
-		if err := step(ctx); err != nil {
-			return err
-		}
+	select {
+	case t.s.bulk <- struct{}{}:
+		t.turn = sync.OnceFunc(func() {
+			<-t.s.bulk
+			t.s.bulkWriting.Add(1)
+		})
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
-	return nil
 }
 
 // started tells that the transaction's writes have begun: its turn of
