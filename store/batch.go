@@ -19,9 +19,10 @@ const batchWorkers = 8
 
 // Batch applies each op on its own, as a transaction of one: errs[i] is the
 // failure of ops[i] (as Transaction reports it) and leaves the others
-// alone. Ops are applied several at a time, as FHIR allows a batch (its
-// entries do not depend on one another), unless two of them name the same
-// resource or the same criteria: those batches are applied in order. With
+// alone. Ops are applied several at a time (FHIR asks a batch's entries
+// not to depend on one another, so that their order does not matter),
+// unless two of them name the same resource or the same criteria: those
+// batches are applied in order. With
 // Options.Exclusive, the conditional creates and updates of the batch are
 // looked up together first, one search per type and parameter instead of
 // one per op, and the answers are kept up to date with the batch's own
