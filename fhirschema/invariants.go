@@ -57,7 +57,8 @@ var shortcuts = map[string]func(v any) bool{"dom-3": containedReferenced}
 // is referred to by a "reference" element below it ('#' + its id among
 // %resource.descendants().select(reference)), which makes dom-3 hold
 // whatever its other terms say. dom-3 looks at every descendant of the
-// resource in FHIRPath: a third of the validation of a Synthea Claim.
+// resource in FHIRPath, which Synthea ExplanationOfBenefits (contained
+// Coverage and ServiceRequest) made 4% of their ingest.
 func containedReferenced(v any) bool {
 	obj, _ := v.(map[string]any)
 	contained, _ := obj["contained"].([]any)
