@@ -19,11 +19,11 @@ import (
 )
 
 // conformanceTypes are the resource types whose writes change what a
-// tenant's definitions say: profiles, terminology, search parameters and
-// the record of installed guides.
+// tenant's definitions say: profiles, terminology, search parameters, the
+// record of installed guides, and the forms responses are checked against.
 var conformanceTypes = map[string]bool{
 	"StructureDefinition": true, "ValueSet": true, "CodeSystem": true,
-	"SearchParameter": true, "ImplementationGuide": true,
+	"SearchParameter": true, "ImplementationGuide": true, "Questionnaire": true,
 }
 
 // IsConformanceType reports whether writing a resource of typ changes the

@@ -200,3 +200,10 @@ func comparableQuantities(a, b Quantity, strictCal bool) (float64, float64, bool
 	bv, ok := convertQuantity(b, a.Unit)
 	return a.Value, bv, ok
 }
+
+// ConvertUnit expresses value, in the UCUM unit from, in the UCUM unit to;
+// ok is false when either unit is unknown or they measure different
+// dimensions.
+func ConvertUnit(value float64, from, to string) (float64, bool) {
+	return convertQuantity(Quantity{Value: value, Unit: from}, to)
+}

@@ -241,3 +241,20 @@ func objects(v any) []map[string]any {
 	}
 	return out
 }
+
+// MemberOf reports whether system|code is in the value set at url as defs
+// define it, with the expansion cached per definitions generation; unknown
+// says why that cannot be known (the value set, or the code system it
+// draws on, is not available) when member is false.
+func (v *Validator) MemberOf(ctx context.Context, defs Definitions, url, system, code string) (member bool, unknown string, err error) {
+	s, err := v.scope(ctx, defs)
+	if err != nil {
+		return false, "", err
+	}
+	x, err := s.expansion(ctx, url)
+	if err != nil {
+		return false, "", err
+	}
+	member, unknown = x.contains(coding{system: system, code: code})
+	return member, unknown, nil
+}

@@ -12,16 +12,19 @@ import (
 
 	"fhirstore/fhirschema"
 	"fhirstore/fhirschema/profile"
+	"fhirstore/fhirschema/questionnaire"
 	"fhirstore/store"
 )
 
 // Checker runs the checks of a write in order, stopping at the first
 // layer that refuses: the base structure and core invariants (package
 // fhirschema), then every profile the resource claims (package
-// fhirschema/profile). Safe for concurrent use.
+// fhirschema/profile), then a form's rules and a response's answers
+// against its form (package fhirschema/questionnaire). Safe for concurrent use.
 type Checker struct {
 	base     *fhirschema.Validator
 	profiles *profile.Validator
+	forms    *questionnaire.Checker
 	policy   Policy
 	exts     extensionCache
 }
@@ -34,7 +37,7 @@ func WithPolicy(p Policy) Option { return func(c *Checker) { c.policy = p } }
 
 // New returns a Checker validating with v.
 func New(v *fhirschema.Validator, opts ...Option) *Checker {
-	c := &Checker{base: v, profiles: profile.NewValidator()}
+	c := &Checker{base: v, profiles: profile.NewValidator(), forms: questionnaire.NewChecker()}
 	for _, o := range opts {
 		o(c)
 	}
@@ -70,7 +73,7 @@ func (c *Checker) Check(ctx context.Context, in store.Validation, defs profile.D
 		return nil, fmt.Errorf("read extension definitions: %w", exts.err)
 	}
 	issues := r.Issues
-	for _, layer := range []func(context.Context, store.Validation, profile.Definitions) ([]fhirschema.Issue, error){checkStructure, c.checkProfiles} {
+	for _, layer := range []func(context.Context, store.Validation, profile.Definitions) ([]fhirschema.Issue, error){checkStructure, c.checkProfiles, c.checkForms} {
 		if !valid(issues) {
 			break
 		}

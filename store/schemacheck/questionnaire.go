@@ -1,0 +1,131 @@
+package schemacheck
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"strings"
+
+	"fhirstore/fhirschema"
+	"fhirstore/fhirschema/profile"
+	"fhirstore/fhirschema/questionnaire"
+	"fhirstore/store"
+)
+
+// checkForms is the layer after the profiles: a Questionnaire is checked
+// for the rules of forms, and a QuestionnaireResponse against the
+// Questionnaire it answers, when the tenant (or the response's Bundle, or
+// the response itself, contained) holds it. A response whose form cannot
+// be found gets a warning.
+func (c *Checker) checkForms(ctx context.Context, in store.Validation, defs profile.Definitions) ([]fhirschema.Issue, error) {
+	if in.Type != "Questionnaire" && in.Type != "QuestionnaireResponse" {
+		return nil, nil
+	}
+	r, err := decodeResource(in)
+	if err != nil {
+		return nil, nil // the base validation has said what is wrong
+	}
+	if in.Type == "Questionnaire" {
+		return c.forms.CheckForm(r), nil
+	}
+	canonical, _ := r["questionnaire"].(string)
+	if canonical == "" {
+		return nil, nil
+	}
+	q, err := findQuestionnaire(ctx, in, defs, r, canonical)
+	if err != nil {
+		return nil, fmt.Errorf("find the Questionnaire %s: %w", canonical, err)
+	}
+	if q == nil {
+		return []fhirschema.Issue{{Severity: "warning", Code: "not-found", Expression: "QuestionnaireResponse.questionnaire",
+			Diagnostics: "the Questionnaire " + canonical + " is not known to the server: the answers were not checked against it"}}, nil
+	}
+	issues, err := c.forms.CheckResponse(ctx, r, q, questionnaire.Options{Terminology: terminology{v: c.profiles, defs: defs}})
+	if err != nil {
+		return nil, fmt.Errorf("check the response against %s: %w", canonical, err)
+	}
+	return issues, nil
+}
+
+// findQuestionnaire resolves a response's questionnaire: a contained form
+// (#id), a relative reference (Questionnaire/id), an entry of the same
+// Bundle, or a canonical (url|version, else the latest version) among the
+// tenant's forms; nil when none.
+func findQuestionnaire(ctx context.Context, in store.Validation, defs profile.Definitions, qr map[string]any, canonical string) (map[string]any, error) {
+	if id, ok := strings.CutPrefix(canonical, "#"); ok {
+		for _, c := range containedResources(qr) {
+			if c["resourceType"] == "Questionnaire" && c["id"] == id {
+				return c, nil
+			}
+		}
+		return nil, nil
+	}
+	if id, ok := strings.CutPrefix(canonical, "Questionnaire/"); ok && in.Find != nil {
+		found, err := in.Find(ctx, "Questionnaire", "_id="+url.QueryEscape(id))
+		if err != nil || len(found) == 0 {
+			return nil, err
+		}
+		return decodeJSON(found[0])
+	}
+	if q := bundleQuestionnaire(in.Bundle, canonical); q != nil {
+		return q, nil
+	}
+	return defs.Resource(ctx, "Questionnaire", canonical)
+}
+
+// bundleQuestionnaire finds the Questionnaire with canonical among the
+// entries of a batch or transaction.
+func bundleQuestionnaire(b *store.Bundle, canonical string) map[string]any {
+	if b == nil {
+		return nil
+	}
+	u, version, _ := strings.Cut(canonical, "|")
+	for _, e := range b.Entries {
+		if !bytes.Contains(e.Resource, []byte(`"Questionnaire"`)) || !bytes.Contains(e.Resource, []byte(u)) {
+			continue
+		}
+		q, err := decodeJSON(e.Resource)
+		if err != nil || q["resourceType"] != "Questionnaire" || q["url"] != u {
+			continue
+		}
+		if v, _ := q["version"].(string); version == "" || v == version {
+			return q
+		}
+	}
+	return nil
+}
+
+func containedResources(r map[string]any) []map[string]any {
+	list, _ := r["contained"].([]any)
+	out := make([]map[string]any, 0, len(list))
+	for _, c := range list {
+		if m, ok := c.(map[string]any); ok {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// decodeJSON decodes a resource with its numbers as written.
+func decodeJSON(b []byte) (map[string]any, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var r map[string]any
+	if err := dec.Decode(&r); err != nil {
+		return nil, fmt.Errorf("decode a resource: %w", err)
+	}
+	return r, nil
+}
+
+// terminology answers value set membership from the profile validator's
+// cached expansions of the tenant's and the core value sets.
+type terminology struct {
+	v    *profile.Validator
+	defs profile.Definitions
+}
+
+func (t terminology) MemberOf(ctx context.Context, url, system, code string) (bool, string, error) {
+	return t.v.MemberOf(ctx, t.defs, url, system, code)
+}
