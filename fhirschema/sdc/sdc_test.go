@@ -202,3 +202,64 @@ func issuesText(issues []fhirschema.Issue) string {
 	}
 	return b.String()
 }
+
+// resourcesOf are the resources of a transaction Bundle's entries, checked
+// for a urn:uuid fullUrl and a POST of their type.
+func resourcesOf(t *testing.T, b map[string]any) []map[string]any {
+	t.Helper()
+	if b["resourceType"] != "Bundle" || b["type"] != "transaction" {
+		t.Fatalf("not a transaction Bundle: %v", b)
+	}
+	var out []map[string]any
+	for _, e := range b["entry"].([]any) {
+		entry := e.(map[string]any)
+		res := entry["resource"].(map[string]any)
+		req := entry["request"].(map[string]any)
+		if !strings.HasPrefix(entry["fullUrl"].(string), "urn:uuid:") || req["method"] != "POST" || req["url"] != res["resourceType"] {
+			t.Errorf("entry %v", entry)
+		}
+		out = append(out, res)
+	}
+	return out
+}
+
+func jsonText(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+func TestExtractMakesObservationsAndTheCaregiver(t *testing.T) {
+	rec := patientRecord(t)
+	q := load(t, "Questionnaire-hh-visit.json")
+	rec.byRef["Questionnaire/hh-visit"] = q
+	b, issues, err := sdc.Extract(context.Background(), rec, sdc.ExtractRequest{Response: load(t, "QuestionnaireResponse-hh-visit.json")})
+	if err != nil || b == nil {
+		t.Fatalf("extract: %v\n%s", err, issuesText(issues))
+	}
+	got := map[string]string{}
+	for _, res := range resourcesOf(t, b) {
+		switch res["resourceType"] {
+		case "Observation":
+			code := res["code"].(map[string]any)["coding"].([]any)[0].(map[string]any)["code"].(string)
+			delete(res, "code")
+			got[code] = jsonText(res)
+		default:
+			got[res["resourceType"].(string)] = jsonText(res)
+		}
+	}
+	common := `"derivedFrom":[{"reference":"QuestionnaireResponse/qr1"}],"effectiveDateTime":"2026-12-01T10:00:00Z","issued":"2026-12-01T10:00:00Z","performer":[{"reference":"Practitioner/n1"}],"resourceType":"Observation","status":"final","subject":{"reference":"Patient/p1"}`
+	for code, want := range map[string]string{
+		"29463-7":       `{` + common + `,"valueQuantity":{"code":"kg","system":"http://unitsofmeasure.org","unit":"kg","value":80.5}}`,
+		"8302-2":        `{` + common + `,"valueQuantity":{"code":"cm","system":"http://unitsofmeasure.org","unit":"cm","value":175}}`,
+		"39156-5":       `{` + common + `,"valueQuantity":{"code":"kg/m2","system":"http://unitsofmeasure.org","unit":"kg/m2","value":26.3}}`,
+		"8480-6":        `{` + common + `,"valueQuantity":{"code":"mm[Hg]","system":"http://unitsofmeasure.org","unit":"mm[Hg]","value":128}}`,
+		"RelatedPerson": `{"name":[{"text":"Ana Smith"}],"patient":{"reference":"Patient/p1"},"resourceType":"RelatedPerson"}`,
+	} {
+		if got[code] != want {
+			t.Errorf("%s:\n got %s\nwant %s", code, got[code], want)
+		}
+	}
+	if len(got) != 5 {
+		t.Errorf("extracted %d resources, want 5: %v", len(got), got)
+	}
+}

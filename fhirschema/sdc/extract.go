@@ -1,0 +1,263 @@
+package sdc
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"fhirstore/fhirschema"
+	"fhirstore/fhirschema/fhirpath"
+)
+
+// ExtractRequest is the input of Extract.
+type ExtractRequest struct {
+	// Response is the QuestionnaireResponse whose answers are extracted.
+	Response map[string]any
+	// Questionnaire is its form; nil to find it through Data by the
+	// response's questionnaire canonical.
+	Questionnaire map[string]any
+	// Limits bound the expressions; Now fixes now().
+	Limits Limits
+	Now    time.Time
+}
+
+// Extract turns a response's answers into a transaction Bundle of the
+// resources they make, ready to POST; nothing is written. Observation-based
+// extraction makes an Observation of each answer of a coded question for
+// which sdc-questionnaire-observationExtract holds (on the item, an
+// ancestor or the form); definition-based extraction fills the resource
+// each sdc-questionnaire-definitionExtract names (or the older
+// itemExtractionContext) from the items whose definition points into it
+// and from definitionExtractValue. Issues say what could not be extracted;
+// when one is an error the Bundle is nil. An error is a failure of d or ctx.
+func Extract(ctx context.Context, d Data, req ExtractRequest) (map[string]any, []fhirschema.Issue, error) {
+	qr := req.Response
+	if qr == nil || qr["resourceType"] != "QuestionnaireResponse" {
+		return nil, []fhirschema.Issue{issue("error", "required", "QuestionnaireResponse", "no QuestionnaireResponse to extract from")}, nil
+	}
+	q := req.Questionnaire
+	if q == nil {
+		canonical := str(qr["questionnaire"])
+		if canonical == "" {
+			return nil, []fhirschema.Issue{issue("error", "required", "QuestionnaireResponse.questionnaire", "the response names no Questionnaire to extract with")}, nil
+		}
+		if d != nil {
+			found, err := d.Questionnaire(ctx, canonical)
+			if err != nil {
+				return nil, nil, &DataError{Op: "find Questionnaire " + canonical, Err: err}
+			}
+			q = found
+		}
+		if q == nil {
+			return nil, []fhirschema.Issue{issue("error", "not-found", "QuestionnaireResponse.questionnaire", "the Questionnaire %s is not known", canonical)}, nil
+		}
+	}
+	x := &extractor{ev: newEvaluator(d, req.Limits, req.Now), q: q, qr: qr, qitems: map[string]qitem{}}
+	x.index(objects(q["item"]), "Questionnaire", nil)
+	x.vars = map[string][]fhirpath.Node{"questionnaire": {fhirpath.ResourceNode(q)}}
+	for k, ext := range objects(q["extension"]) {
+		if ext["url"] != ExtVariable {
+			continue
+		}
+		v, ok := expressionOf(ext)
+		if !ok || v.name == "" || v.language == langQuery {
+			continue
+		}
+		nodes, err := x.ev.eval(ctx, v, qr, x.vars, []fhirpath.Node{fhirpath.ResourceNode(qr)})
+		if err != nil {
+			x.add(issue("warning", "processing", index("Questionnaire.extension", k), "variable %s: %v", v.name, err))
+		}
+		x.vars[v.name] = nodes
+	}
+	if err := x.observations(objects(qr["item"]), "QuestionnaireResponse"); err != nil {
+		return nil, x.issues, err
+	}
+	if err := x.definitions(ctx); err != nil {
+		return nil, x.issues, err
+	}
+	if Failed(x.issues) {
+		return nil, x.issues, nil
+	}
+	return map[string]any{"resourceType": "Bundle", "type": "transaction", "entry": x.entries}, x.issues, nil
+}
+
+// qitem is an item of the form with the items it is nested in.
+type qitem struct {
+	item      map[string]any
+	at        string
+	ancestors []map[string]any // outermost first
+}
+
+// extractor extracts from one response.
+type extractor struct {
+	ev      *evaluator
+	q, qr   map[string]any
+	qitems  map[string]qitem
+	vars    map[string][]fhirpath.Node
+	entries []any
+	issues  []fhirschema.Issue
+}
+
+func (x *extractor) add(is fhirschema.Issue) { x.issues = append(x.issues, is) }
+
+// index records the form's items by linkId.
+func (x *extractor) index(items []map[string]any, at string, ancestors []map[string]any) {
+	for i, it := range items {
+		iat := index(at+".item", i)
+		x.qitems[str(it["linkId"])] = qitem{item: it, at: iat, ancestors: ancestors}
+		x.index(objects(it["item"]), iat, append(ancestors[:len(ancestors):len(ancestors)], it))
+	}
+}
+
+// inherited is the nearest extension u on the item, its ancestors or the
+// form, nil when none has it.
+func (x *extractor) inherited(qi qitem, u string) []map[string]any {
+	if list := extensions(qi.item, u); len(list) > 0 {
+		return list
+	}
+	for i := len(qi.ancestors) - 1; i >= 0; i-- {
+		if list := extensions(qi.ancestors[i], u); len(list) > 0 {
+			return list
+		}
+	}
+	return extensions(x.q, u)
+}
+
+// observations makes the Observations of the answers of items (at at)
+// and the items nested in them.
+func (x *extractor) observations(items []map[string]any, at string) error {
+	for i, ri := range items {
+		iat := index(at+".item", i)
+		linkID := str(ri["linkId"])
+		qi, ok := x.qitems[linkID]
+		if !ok {
+			x.add(issue("warning", "not-found", iat, "item %s is not in the Questionnaire: nothing is extracted from it", linkID))
+			continue
+		}
+		if err := x.observations(objects(ri["item"]), iat); err != nil {
+			return err
+		}
+		for k, a := range objects(ri["answer"]) {
+			if err := x.observations(objects(a["item"]), index(iat+".answer", k)); err != nil {
+				return err
+			}
+		}
+		flag := x.inherited(qi, ExtObservationExtract)
+		if len(flag) == 0 || flag[0]["valueBoolean"] != true || qi.item["type"] == "group" || qi.item["type"] == "display" {
+			continue
+		}
+		if len(objects(qi.item["code"])) == 0 {
+			x.add(issue("warning", "required", qi.at, "item %s has no code: no Observation is extracted from it", linkID))
+			continue
+		}
+		for k, a := range objects(ri["answer"]) {
+			obs := x.observation(qi, a, index(iat+".answer", k))
+			if obs != nil {
+				x.entry(obs, "", nil)
+			}
+		}
+	}
+	return nil
+}
+
+// observation is the Observation of one answer; nil (with a warning) when
+// the answer's type has no Observation value.
+func (x *extractor) observation(qi qitem, answer map[string]any, at string) map[string]any {
+	linkID := str(qi.item["linkId"])
+	typ, v := valueOf(answer)
+	key, value := observationValue(typ, v, unitOf(qi.item))
+	if key == "" {
+		x.add(issue("warning", "not-supported", at, "item %s: a %s answer has no Observation value: not extracted", linkID, typ))
+		return nil
+	}
+	obs := map[string]any{
+		"resourceType": "Observation",
+		"status":       "final",
+		"code":         map[string]any{"coding": fhirschema.CopyJSON(qi.item["code"])},
+		key:            value,
+	}
+	var categories []any
+	for _, ext := range x.inherited(qi, ExtObservationCategory) {
+		if cc, ok := ext["valueCodeableConcept"].(map[string]any); ok {
+			categories = append(categories, fhirschema.CopyJSON(cc))
+		}
+	}
+	if len(categories) > 0 {
+		obs["category"] = categories
+	}
+	for _, k := range []string{"subject", "encounter"} {
+		if ref, ok := x.qr[k].(map[string]any); ok {
+			obs[k] = fhirschema.CopyJSON(ref)
+		}
+	}
+	if authored := str(x.qr["authored"]); authored != "" {
+		obs["effectiveDateTime"] = authored
+		if len(authored) > len("2006-01-02T15:04") && strings.Contains(authored, "T") {
+			obs["issued"] = authored
+		}
+	}
+	if author, ok := x.qr["author"].(map[string]any); ok && performerType(str(author["reference"])) {
+		obs["performer"] = []any{fhirschema.CopyJSON(author)}
+	}
+	if id := str(x.qr["id"]); id != "" {
+		obs["derivedFrom"] = []any{map[string]any{"reference": "QuestionnaireResponse/" + id}}
+	}
+	return obs
+}
+
+// performerType tells whether a reference names a resource an
+// Observation's performer may be.
+func performerType(ref string) bool {
+	typ, _, _ := strings.Cut(ref, "/")
+	switch typ {
+	case "Practitioner", "PractitionerRole", "Organization", "CareTeam", "Patient", "RelatedPerson":
+		return true
+	}
+	return false
+}
+
+// observationValue is the value[x] of an Observation for an answer of
+// type typ: numbers with a unit are Quantities, Codings CodeableConcepts.
+func observationValue(typ string, v any, unit map[string]any) (string, any) {
+	switch typ {
+	case "Decimal":
+		if n, ok := number(v); ok {
+			return "valueQuantity", quantityOf(n, unit)
+		}
+	case "Integer":
+		if n, ok := number(v); ok && unit != nil {
+			return "valueQuantity", quantityOf(n, unit)
+		}
+		return "valueInteger", v
+	case "Quantity":
+		return "valueQuantity", fhirschema.CopyJSON(v)
+	case "Coding":
+		return "valueCodeableConcept", map[string]any{"coding": []any{fhirschema.CopyJSON(v)}}
+	case "String", "Boolean", "Time", "DateTime":
+		return "value" + typ, v
+	case "Date":
+		return "valueDateTime", v
+	case "Uri":
+		return "valueString", v
+	}
+	return "", nil
+}
+
+// entry adds a resource to the Bundle: created with POST, or updated with
+// PUT when id is set; request holds conditional headers.
+func (x *extractor) entry(res map[string]any, fullURL string, request map[string]any) {
+	typ := str(res["resourceType"])
+	if fullURL == "" {
+		fullURL = "urn:uuid:" + uuid.NewString()
+	}
+	req := map[string]any{"method": "POST", "url": typ}
+	if id := str(res["id"]); id != "" {
+		req["method"], req["url"] = "PUT", typ+"/"+id
+	}
+	for k, v := range request {
+		req[k] = v
+	}
+	x.entries = append(x.entries, map[string]any{"fullUrl": fullURL, "resource": res, "request": req})
+}
