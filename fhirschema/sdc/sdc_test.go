@@ -263,3 +263,204 @@ func TestExtractMakesObservationsAndTheCaregiver(t *testing.T) {
 		t.Errorf("extracted %d resources, want 5: %v", len(got), got)
 	}
 }
+
+func TestPopulateRepeatsAGroupPerPopulationContextItem(t *testing.T) {
+	rec := patientRecord(t)
+	q := decode(t, `{"resourceType":"Questionnaire","url":"http://example.org/q/meds","status":"active",
+	 "extension":[{"url":"http://hl7.org/fhir/uv/sdc/StructureDefinition/sdc-questionnaire-launchContext","extension":[{"url":"name","valueCoding":{"code":"patient"}},{"url":"type","valueCode":"Patient"}]}],
+	 "item":[{"linkId":"names","type":"group","repeats":true,
+	   "extension":[{"url":"http://hl7.org/fhir/uv/sdc/StructureDefinition/sdc-questionnaire-itemPopulationContext","valueExpression":{"name":"name","language":"text/fhirpath","expression":"%patient.name"}}],
+	   "item":[{"linkId":"family","type":"string","extension":[{"url":"http://hl7.org/fhir/uv/sdc/StructureDefinition/sdc-questionnaire-initialExpression","valueExpression":{"language":"text/fhirpath","expression":"%name.family"}}]},
+	     {"linkId":"kind","type":"choice","answerOption":[{"valueCoding":{"code":"official"}},{"valueCoding":{"code":"usual"},"initialSelected":true}]}]},
+	  {"linkId":"smoker","type":"boolean","initial":[{"valueBoolean":false}]},
+	  {"linkId":"count","type":"integer","extension":[{"url":"http://hl7.org/fhir/uv/sdc/StructureDefinition/sdc-questionnaire-initialExpression","valueExpression":{"language":"text/fhirpath","expression":"%patient.name.count()"}}]},
+	  {"linkId":"weight","type":"quantity","extension":[{"url":"http://hl7.org/fhir/StructureDefinition/questionnaire-unit","valueCoding":{"system":"http://unitsofmeasure.org","code":"kg"}},
+	    {"url":"http://hl7.org/fhir/uv/sdc/StructureDefinition/sdc-questionnaire-initialExpression","valueExpression":{"language":"text/fhirpath","expression":"80.5 'kg'"}}]},
+	  {"linkId":"info","type":"display","text":"not in the response"}]}`)
+	rec.byRef["Patient/p1"]["name"] = []any{map[string]any{"family": "Jerde"}, map[string]any{"family": "Smith"}}
+	qr, issues, err := sdc.Populate(context.Background(), rec, sdc.PopulateRequest{Questionnaire: q, Subject: rec.byRef["Patient/p1"], Now: fixedNow})
+	if err != nil || qr == nil {
+		t.Fatalf("populate: %v\n%s", err, issuesText(issues))
+	}
+	want := `[{"item":[{"answer":[{"valueString":"Jerde"}],"linkId":"family"},{"answer":[{"valueCoding":{"code":"usual"}}],"linkId":"kind"}],"linkId":"names"},` +
+		`{"item":[{"answer":[{"valueString":"Smith"}],"linkId":"family"},{"answer":[{"valueCoding":{"code":"usual"}}],"linkId":"kind"}],"linkId":"names"},` +
+		`{"answer":[{"valueBoolean":false}],"linkId":"smoker"},{"answer":[{"valueInteger":2}],"linkId":"count"},` +
+		`{"answer":[{"valueQuantity":{"code":"kg","system":"http://unitsofmeasure.org","unit":"kg","value":80.5}}],"linkId":"weight"}]`
+	if got := jsonText(qr["item"]); got != want {
+		t.Errorf("items\n got %s\nwant %s", got, want)
+	}
+}
+
+func TestPopulateCalculatesUntilStable(t *testing.T) {
+	q := decode(t, `{"resourceType":"Questionnaire","status":"active",
+	 "extension":[{"url":"http://hl7.org/fhir/StructureDefinition/variable","valueExpression":{"name":"a","language":"text/fhirpath","expression":"%resource.repeat(item).where(linkId='a').answer.value"}}],
+	 "item":[{"linkId":"c","type":"integer","extension":[{"url":"http://hl7.org/fhir/uv/sdc/StructureDefinition/sdc-questionnaire-calculatedExpression","valueExpression":{"language":"text/fhirpath","expression":"%resource.repeat(item).where(linkId='b').answer.value * 2"}}]},
+	  {"linkId":"b","type":"integer","extension":[{"url":"http://hl7.org/fhir/uv/sdc/StructureDefinition/sdc-questionnaire-calculatedExpression","valueExpression":{"language":"text/fhirpath","expression":"%a + 1"}}]},
+	  {"linkId":"a","type":"integer","initial":[{"valueInteger":3}]}]}`)
+	qr, issues, err := sdc.Populate(context.Background(), newRecords(), sdc.PopulateRequest{Questionnaire: q, Now: fixedNow})
+	if err != nil || qr == nil {
+		t.Fatalf("populate: %v\n%s", err, issuesText(issues))
+	}
+	if b, c := jsonText(answerOf(qr, "b")), jsonText(answerOf(qr, "c")); b != "4" || c != "8" {
+		t.Errorf("b = %s, c = %s; want 4 and 8", b, c)
+	}
+}
+
+func TestPopulateReportsWhatItCannotFill(t *testing.T) {
+	for _, row := range []struct {
+		name, items string
+		wantAt      string
+		wantFailed  bool
+	}{
+		{"an expression that does not parse fails at its item",
+			`[{"linkId":"g","type":"group","item":[{"linkId":"x","type":"string"},{"linkId":"bad","type":"string","extension":[{"url":"http://hl7.org/fhir/uv/sdc/StructureDefinition/sdc-questionnaire-initialExpression","valueExpression":{"language":"text/fhirpath","expression":"%patient.name.("}}]}]}]`,
+			"Questionnaire.item[0].item[1]", true},
+		{"an expression past its bounds fails, it does not hang",
+			`[{"linkId":"slow","type":"integer","extension":[{"url":"http://hl7.org/fhir/uv/sdc/StructureDefinition/sdc-questionnaire-calculatedExpression","valueExpression":{"language":"text/fhirpath","expression":"(1).repeat($this + 1).count()"}}]}]`,
+			"Questionnaire.item[0]", true},
+		{"an unknown variable fails",
+			`[{"linkId":"u","type":"string","extension":[{"url":"http://hl7.org/fhir/uv/sdc/StructureDefinition/sdc-questionnaire-initialExpression","valueExpression":{"language":"text/fhirpath","expression":"%nobody.name"}}]}]`,
+			"Questionnaire.item[0]", true},
+		{"an unsupported language fails",
+			`[{"linkId":"cql","type":"string","extension":[{"url":"http://hl7.org/fhir/uv/sdc/StructureDefinition/sdc-questionnaire-initialExpression","valueExpression":{"language":"text/cql","expression":"Patient.name"}}]}]`,
+			"Questionnaire.item[0]", true},
+		{"a value that does not fit the item is a warning",
+			`[{"linkId":"n","type":"integer","extension":[{"url":"http://hl7.org/fhir/uv/sdc/StructureDefinition/sdc-questionnaire-initialExpression","valueExpression":{"language":"text/fhirpath","expression":"'many'"}}]}]`,
+			"Questionnaire.item[0]", false},
+	} {
+		t.Run(row.name, func(t *testing.T) {
+			q := decode(t, `{"resourceType":"Questionnaire","status":"active","item":`+row.items+`}`)
+			qr, issues, err := sdc.Populate(context.Background(), newRecords(), sdc.PopulateRequest{Questionnaire: q, Limits: sdc.Limits{MaxSteps: 10_000}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sdc.Failed(issues) != row.wantFailed || (qr == nil) != row.wantFailed {
+				t.Fatalf("failed %v, response %v; issues:\n%s", sdc.Failed(issues), qr != nil, issuesText(issues))
+			}
+			found := false
+			for _, is := range issues {
+				found = found || is.Expression == row.wantAt
+			}
+			if !found {
+				t.Errorf("no issue at %s:\n%s", row.wantAt, issuesText(issues))
+			}
+		})
+	}
+}
+
+func TestPopulateWarnsOfAMissingLaunchContext(t *testing.T) {
+	q := load(t, "Questionnaire-hh-visit.json")
+	qr, issues, err := sdc.Populate(context.Background(), newRecords(), sdc.PopulateRequest{Questionnaire: q})
+	if err != nil || qr == nil {
+		t.Fatalf("populate: %v\n%s", err, issuesText(issues))
+	}
+	if len(issues) == 0 || issues[0].Severity != "warning" || issues[0].Expression != "Questionnaire.extension[0]" {
+		t.Errorf("issues:\n%s", issuesText(issues))
+	}
+	if answerOf(qr, "birthdate") != nil {
+		t.Errorf("birthdate filled without a patient")
+	}
+}
+
+func TestExtractByDefinitionSetsElementsFromAnswersAndExpressions(t *testing.T) {
+	q := decode(t, `{"resourceType":"Questionnaire","url":"http://example.org/q/reg","status":"active",
+	 "extension":[{"url":"http://hl7.org/fhir/uv/sdc/StructureDefinition/sdc-questionnaire-definitionExtract","extension":[{"url":"definition","valueCanonical":"http://hl7.org/fhir/StructureDefinition/Patient"},{"url":"ifNoneExist","valueString":"'identifier=' + %resource.item.where(linkId='mrn').answer.value"}]},
+	   {"url":"http://hl7.org/fhir/uv/sdc/StructureDefinition/sdc-questionnaire-definitionExtractValue","extension":[{"url":"definition","valueCanonical":"http://hl7.org/fhir/StructureDefinition/Patient#Patient.active"},{"url":"fixed-value","valueBoolean":true}]}],
+	 "item":[{"linkId":"mrn","type":"string","definition":"http://hl7.org/fhir/StructureDefinition/Patient#Patient.identifier.value"},
+	  {"linkId":"given","type":"string","repeats":true,"definition":"http://hl7.org/fhir/StructureDefinition/Patient#Patient.name.given"},
+	  {"linkId":"family","type":"string","definition":"http://hl7.org/fhir/StructureDefinition/Patient#Patient.name.family"},
+	  {"linkId":"gender","type":"choice","definition":"http://hl7.org/fhir/StructureDefinition/Patient#Patient.gender"},
+	  {"linkId":"dob","type":"date","definition":"http://hl7.org/fhir/StructureDefinition/Patient#Patient.birthDate"},
+	  {"linkId":"contacts","type":"group","repeats":true,
+	   "extension":[{"url":"http://hl7.org/fhir/uv/sdc/StructureDefinition/sdc-questionnaire-itemExtractionContext","valueCode":"RelatedPerson"}],
+	   "item":[{"linkId":"contact-name","type":"string","definition":"http://hl7.org/fhir/StructureDefinition/RelatedPerson#RelatedPerson.name.text"},
+	     {"linkId":"contact-rel","type":"choice","definition":"http://hl7.org/fhir/StructureDefinition/RelatedPerson#RelatedPerson.relationship"}]}]}`)
+	qr := decode(t, `{"resourceType":"QuestionnaireResponse","status":"completed","item":[
+	 {"linkId":"mrn","answer":[{"valueString":"12345"}]},{"linkId":"given","answer":[{"valueString":"Ana"},{"valueString":"Maria"}]},
+	 {"linkId":"family","answer":[{"valueString":"Jerde"}]},{"linkId":"gender","answer":[{"valueCoding":{"system":"http://hl7.org/fhir/administrative-gender","code":"female"}}]},
+	 {"linkId":"dob","answer":[{"valueDate":"1961-04-12"}]},
+	 {"linkId":"contacts","item":[{"linkId":"contact-name","answer":[{"valueString":"Bo Smith"}]},{"linkId":"contact-rel","answer":[{"valueCoding":{"system":"http://terminology.hl7.org/CodeSystem/v3-RoleCode","code":"SON"}}]}]},
+	 {"linkId":"contacts","item":[{"linkId":"contact-name","answer":[{"valueString":"Cy Smith"}]}]},
+	 {"linkId":"contacts","item":[]}]}`)
+	b, issues, err := sdc.Extract(context.Background(), newRecords(), sdc.ExtractRequest{Response: qr, Questionnaire: q})
+	if err != nil || b == nil {
+		t.Fatalf("extract: %v\n%s", err, issuesText(issues))
+	}
+	var got []string
+	for _, res := range resourcesOf(t, b) {
+		got = append(got, jsonText(res))
+	}
+	want := []string{
+		`{"active":true,"birthDate":"1961-04-12","gender":"female","identifier":[{"value":"12345"}],"name":[{"family":"Jerde","given":["Ana","Maria"]}],"resourceType":"Patient"}`,
+		`{"name":[{"text":"Bo Smith"}],"relationship":[{"coding":[{"code":"SON","system":"http://terminology.hl7.org/CodeSystem/v3-RoleCode"}]}],"resourceType":"RelatedPerson"}`,
+		`{"name":[{"text":"Cy Smith"}],"resourceType":"RelatedPerson"}`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("resources\n got %s\nwant %s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if req := b["entry"].([]any)[0].(map[string]any)["request"].(map[string]any); req["ifNoneExist"] != "identifier=12345" {
+		t.Errorf("request %v", req)
+	}
+}
+
+func TestExtractNeedsTheQuestionnaire(t *testing.T) {
+	b, issues, err := sdc.Extract(context.Background(), newRecords(), sdc.ExtractRequest{Response: load(t, "QuestionnaireResponse-hh-visit.json")})
+	if err != nil || b != nil || !sdc.Failed(issues) || issues[0].Expression != "QuestionnaireResponse.questionnaire" {
+		t.Fatalf("bundle %v, err %v, issues:\n%s", b != nil, err, issuesText(issues))
+	}
+}
+
+const subQ = "http://hl7.org/fhir/uv/sdc/StructureDefinition/sdc-questionnaire-subQuestionnaire"
+
+func TestAssembleInlinesModules(t *testing.T) {
+	module := decode(t, `{"resourceType":"Questionnaire","id":"pain","url":"http://example.org/q/pain","version":"1","status":"active",
+	 "extension":[{"url":"http://hl7.org/fhir/StructureDefinition/variable","valueExpression":{"name":"score","language":"text/fhirpath","expression":"%resource.item.answer.value"}},
+	   {"url":"http://hl7.org/fhir/uv/sdc/StructureDefinition/sdc-questionnaire-assemble-expectation","valueCode":"assemble-child"}],
+	 "item":[{"linkId":"pain","type":"integer","text":"Pain score"},
+	  {"linkId":"where","type":"string","enableWhen":[{"question":"pain","operator":">","answerInteger":0}],"item":[{"linkId":"nested","type":"display","extension":[{"url":"`+subQ+`","valueCanonical":"http://example.org/q/tiny"}]}]}]}`)
+	tiny := decode(t, `{"resourceType":"Questionnaire","id":"tiny","url":"http://example.org/q/tiny","status":"active","item":[{"linkId":"t","type":"boolean"}]}`)
+	root := decode(t, `{"resourceType":"Questionnaire","id":"root","url":"http://example.org/q/root","version":"2","status":"active",
+	 "extension":[{"url":"http://hl7.org/fhir/uv/sdc/StructureDefinition/sdc-questionnaire-assemble-expectation","valueCode":"assemble-root"}],
+	 "item":[{"linkId":"first","type":"string"},
+	  {"linkId":"m1","type":"display","extension":[{"url":"`+subQ+`","valueCanonical":"http://example.org/q/pain|1"},{"url":"http://hl7.org/fhir/uv/sdc/StructureDefinition/sdc-questionnaire-linkIdPrefix","valueString":"a."}]},
+	  {"linkId":"g","type":"group","item":[{"linkId":"m2","type":"display","extension":[{"url":"`+subQ+`","valueCanonical":"http://example.org/q/pain"},{"url":"http://hl7.org/fhir/uv/sdc/StructureDefinition/sdc-questionnaire-linkIdPrefix","valueString":"b."}]}]}]}`)
+	rec := newRecords(module, tiny, root)
+	out, issues, err := sdc.Assemble(context.Background(), rec, sdc.AssembleRequest{Questionnaire: root})
+	if err != nil || out == nil {
+		t.Fatalf("assemble: %v\n%s", err, issuesText(issues))
+	}
+	got := jsonText(out)
+	if strings.Contains(got, subQ) || strings.Contains(got, "assemble-expectation") {
+		t.Errorf("sub-questionnaire or expectation left: %s", got)
+	}
+	wantItems := `[{"linkId":"first","type":"string"},` +
+		`{"linkId":"a.pain","text":"Pain score","type":"integer"},{"enableWhen":[{"answerInteger":0,"operator":"\u003e","question":"a.pain"}],"item":[{"linkId":"a.t","type":"boolean"}],"linkId":"a.where","type":"string"},` +
+		`{"item":[{"linkId":"b.pain","text":"Pain score","type":"integer"},{"enableWhen":[{"answerInteger":0,"operator":"\u003e","question":"b.pain"}],"item":[{"linkId":"b.t","type":"boolean"}],"linkId":"b.where","type":"string"}],"linkId":"g","type":"group"}]`
+	if items := jsonText(out["item"]); items != wantItems {
+		t.Errorf("items\n got %s\nwant %s", items, wantItems)
+	}
+	wantExt := `[{"url":"http://hl7.org/fhir/StructureDefinition/variable","valueExpression":{"expression":"%resource.item.answer.value","language":"text/fhirpath","name":"score"}},` +
+		`{"url":"http://hl7.org/fhir/uv/sdc/StructureDefinition/sdc-questionnaire-assembledFrom","valueCanonical":"http://example.org/q/root|2"}]`
+	if ext := jsonText(out["extension"]); ext != wantExt {
+		t.Errorf("extensions\n got %s\nwant %s", ext, wantExt)
+	}
+	if strings.Contains(jsonText(root), "a.pain") || strings.Contains(jsonText(module), "a.pain") {
+		t.Error("the stored forms were changed")
+	}
+}
+
+func TestAssembleRefusesWhatItCannotResolve(t *testing.T) {
+	for _, row := range []struct{ name, items, wantAt string }{
+		{"an unknown module", `[{"linkId":"x","type":"string"},{"linkId":"m","type":"display","extension":[{"url":"` + subQ + `","valueCanonical":"http://example.org/q/none"}]}]`, "Questionnaire.item[1]"},
+		{"a module including itself", `[{"linkId":"m","type":"display","extension":[{"url":"` + subQ + `","valueCanonical":"http://example.org/q/self"}]}]`, "Questionnaire.item[0]"},
+		{"a module on a question", `[{"linkId":"m","type":"string","extension":[{"url":"` + subQ + `","valueCanonical":"http://example.org/q/none"}]}]`, "Questionnaire.item[0]"},
+	} {
+		t.Run(row.name, func(t *testing.T) {
+			root := decode(t, `{"resourceType":"Questionnaire","url":"http://example.org/q/self","status":"active","item":`+row.items+`}`)
+			out, issues, err := sdc.Assemble(context.Background(), newRecords(), sdc.AssembleRequest{Questionnaire: root})
+			if err != nil || out != nil || !sdc.Failed(issues) || issues[0].Expression != row.wantAt {
+				t.Fatalf("out %v, err %v, issues:\n%s", out != nil, err, issuesText(issues))
+			}
+		})
+	}
+}
