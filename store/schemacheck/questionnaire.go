@@ -30,6 +30,21 @@ func (c *Checker) checkForms(ctx context.Context, in store.Validation, defs prof
 	if in.Type == "Questionnaire" {
 		return c.forms.CheckForm(r), nil
 	}
+	return c.checkResponse(ctx, in, defs, r)
+}
+
+// formIssues are the issues of a Questionnaire's own rules; none when it
+// is not a JSON object.
+func (c *Checker) formIssues(in store.Validation) []fhirschema.Issue {
+	r, err := decodeResource(in)
+	if err != nil {
+		return nil
+	}
+	return c.forms.CheckForm(r)
+}
+
+// checkResponse checks the response r against its Questionnaire.
+func (c *Checker) checkResponse(ctx context.Context, in store.Validation, defs profile.Definitions, r map[string]any) ([]fhirschema.Issue, error) {
 	canonical, _ := r["questionnaire"].(string)
 	if canonical == "" {
 		return nil, nil

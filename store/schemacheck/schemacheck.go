@@ -73,6 +73,11 @@ func (c *Checker) Check(ctx context.Context, in store.Validation, defs profile.D
 		return nil, fmt.Errorf("read extension definitions: %w", exts.err)
 	}
 	issues := r.Issues
+	if in.Type == "Questionnaire" && !valid(issues) {
+		// que-2 (unique linkIds) names only the Questionnaire: the form's
+		// own rules say which item repeats a linkId.
+		issues = append(issues, c.formIssues(in)...)
+	}
 	for _, layer := range []func(context.Context, store.Validation, profile.Definitions) ([]fhirschema.Issue, error){checkStructure, c.checkProfiles, c.checkForms} {
 		if !valid(issues) {
 			break
