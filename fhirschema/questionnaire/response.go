@@ -160,7 +160,9 @@ func (r *responseCheck) occurrences(w map[string]any, found []int, got []any, pa
 			r.errorf(path+".item["+strconv.Itoa(i)+"]", "structure", "item %q appears more than once; only a repeating group may (the answers of a repeating question go in one item)", id)
 		}
 	}
-	if typ == "display" || !r.complete || !r.enabled(w, nil, path, sc) {
+	_, _, hasMin := extValue(w, extMinOccurs)
+	_, _, hasMax := extValue(w, extMaxOccurs)
+	if typ == "display" || !r.complete || !(w["required"] == true || hasMin || hasMax) || !r.enabled(w, nil, path, sc) {
 		return
 	}
 	n := 0 // answers or group instances with content

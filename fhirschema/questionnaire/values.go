@@ -3,6 +3,7 @@ package questionnaire
 import (
 	"encoding/json"
 	"math/big"
+	"strconv"
 	"strings"
 	"time"
 
@@ -74,14 +75,44 @@ func compareValues(typ, at string, a, b any) (int, bool) {
 	return 0, false
 }
 
-// compareNumbers compares two JSON numbers exactly.
+// compareNumbers compares two JSON numbers exactly: as float64 when both
+// are written with at most 15 significant digits (which a float64 holds
+// exactly enough to order), else as rationals.
 func compareNumbers(a, b any) (int, bool) {
+	if x, ok := shortFloat(a); ok {
+		if y, ok := shortFloat(b); ok {
+			switch {
+			case x < y:
+				return -1, true
+			case x > y:
+				return 1, true
+			}
+			return 0, true
+		}
+	}
 	x, ok1 := number(a)
 	y, ok2 := number(b)
 	if !ok1 || !ok2 {
 		return 0, false
 	}
 	return x.Cmp(y), true
+}
+
+// shortFloat reads a JSON number of at most 15 digits.
+func shortFloat(v any) (float64, bool) {
+	switch v := v.(type) {
+	case json.Number:
+		if len(v) > 15 {
+			return 0, false
+		}
+		f, err := strconv.ParseFloat(string(v), 64)
+		return f, err == nil
+	case float64:
+		return v, true
+	case int:
+		return float64(v), true
+	}
+	return 0, false
 }
 
 // number reads a JSON number (json.Number, float64 or int) exactly.
