@@ -9,6 +9,7 @@ import (
 
 	"fhirstore/fhirschema"
 	"fhirstore/search"
+	sdcop "fhirstore/server/sdc"
 )
 
 // capabilities serves the CapabilityStatement. It needs no token so that
@@ -61,6 +62,16 @@ var filterParam = map[string]string{"name": "_filter", "type": "special", "docum
 // validateOperation advertises $validate on every type.
 var validateOperation = []map[string]string{{"name": "validate", "definition": "http://hl7.org/fhir/OperationDefinition/Resource-validate"}}
 
+// sdcOperations advertises the Structured Data Capture operations on the
+// types that have them.
+var sdcOperations = map[string][]map[string]string{
+	"Questionnaire": {
+		{"name": "populate", "definition": sdcop.PopulateDefinition},
+		{"name": "assemble", "definition": sdcop.AssembleDefinition},
+	},
+	"QuestionnaireResponse": {{"name": "extract", "definition": sdcop.ExtractDefinition}},
+}
+
 func (s *Server) capabilityStatement(base string, reg *search.Registry) map[string]any {
 	interactions := []map[string]string{}
 	for _, code := range []string{"read", "vread", "update", "patch", "delete", "history-instance", "history-type", "create"} {
@@ -79,7 +90,7 @@ func (s *Server) capabilityStatement(base string, reg *search.Registry) map[stri
 			"conditionalRead":   "not-supported",
 			"conditionalUpdate": true,
 			"conditionalDelete": "single",
-			"operation":         append(validateOperation[:1:1], terminologyOperations(t)...),
+			"operation":         append(append(validateOperation[:1:1], terminologyOperations(t)...), sdcOperations[t]...),
 		}
 		if t == "Observation" {
 			r["operation"] = append(validateOperation[:len(validateOperation):len(validateOperation)], lastnOperation)

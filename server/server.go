@@ -241,11 +241,20 @@ var fhirRoutes = map[string]map[string]route{
 	"T/$expand": terminologyRoute, "T/I/$expand": terminologyRoute,
 	"T/$validate-code": terminologyRoute, "T/I/$validate-code": terminologyRoute,
 	"T/$lookup": terminologyRoute, "T/I/$lookup": terminologyRoute,
+
+	// Structured Data Capture: forms filled, extracted and assembled.
+	"T/$populate": sdcRoutes, "T/I/$populate": sdcRoutes,
+	"T/$extract": sdcRoutes, "T/I/$extract": sdcRoutes,
+	"T/$assemble": sdcRoutes, "T/I/$assemble": sdcRoutes,
 }
+
+// sdcRoutes serves an SDC operation by GET or POST.
+var sdcRoutes = map[string]route{http.MethodGet: sdcRoute, http.MethodPost: sdcRoute}
 
 // shapeOf names the shape of a FHIR path: T for a type, I for an id, V for
 // a version, T2 for a type after an id (compartment search), literal
-// _history, _search, $validate, $everything and $lastn kept.
+// _history, _search, $validate, $everything, $lastn and the terminology
+// and SDC operations kept.
 func shapeOf(segs []string) string {
 	shape := make([]string, len(segs))
 	for i, seg := range segs {
@@ -263,6 +272,8 @@ func shapeOf(segs []string) string {
 		case seg == "$lastn" && i == 1 && len(segs) == 2:
 			shape[i] = seg
 		case terminologyOps[seg].typ != "" && (i == 1 || i == 2) && i == len(segs)-1:
+			shape[i] = seg
+		case sdcOps[seg].typ != "" && (i == 1 || i == 2) && i == len(segs)-1:
 			shape[i] = seg
 		case i == 2 && len(segs) == 3:
 			shape[i] = "T2"
