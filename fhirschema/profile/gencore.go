@@ -4,7 +4,8 @@
 // validation reads (the StructureDefinitions of resources, data types and
 // extensions, the ValueSets and CodeSystems of valuesets.json,
 // v3-codesystems.json and v2-tables.json), stripped of what validation never
-// reads (narratives, mappings, prose, examples) and compressed one by one so
+// reads (narratives, mappings, prose, examples; a concept keeps its display,
+// which coded answers are checked against) and compressed one by one so
 // that a lookup inflates only the resource it needs.
 //
 // Usage: go run gencore.go DIR > core.bin
@@ -234,7 +235,7 @@ func stripConcepts(cs map[string]any) {
 	walk = func(list []any) {
 		for _, x := range list {
 			m, _ := x.(map[string]any)
-			keepOnly(m, []string{"code", "concept", "property"})
+			keepOnly(m, []string{"code", "display", "concept", "property"})
 			if props, ok := m["property"].([]any); ok {
 				for _, p := range props {
 					pm, _ := p.(map[string]any)

@@ -104,6 +104,35 @@ func (r *responseCheck) options(w, a map[string]any, typ string, v any, at strin
 	system, _ := c["system"].(string)
 	code, _ := c["code"].(string)
 	r.inValueSet(vs, system, code, at, fmt.Sprintf("the answer %s to item %q", describe(typ, v), id))
+	r.display(c, at+".valueCoding.display")
+}
+
+// display checks a coding's display against its code system's, when the
+// terminology knows it.
+func (r *responseCheck) display(c map[string]any, at string) {
+	display, _ := c["display"].(string)
+	system, _ := c["system"].(string)
+	code, _ := c["code"].(string)
+	lookup, ok := r.opts.Terminology.(DisplayLookup)
+	if display == "" || system == "" || !ok {
+		return
+	}
+	displays, known, err := lookup.Displays(r.ctx, system, code)
+	if err != nil {
+		if r.err == nil {
+			r.err = fmt.Errorf("look up %s|%s: %w", system, code, err)
+		}
+		return
+	}
+	if !known || len(displays) == 0 {
+		return
+	}
+	for _, d := range displays {
+		if strings.EqualFold(strings.TrimSpace(d), strings.TrimSpace(display)) {
+			return
+		}
+	}
+	r.errorf(at, "invalid", "the display %q is not the display of %s|%s, which is %q", display, system, code, displays[0])
 }
 
 // inValueSet checks that system|code is in the value set at url; what is

@@ -27,6 +27,15 @@ type Terminology interface {
 	MemberOf(ctx context.Context, url, system, code string) (member bool, unknown string, err error)
 }
 
+// DisplayLookup is what a Terminology implements when it knows the
+// displays of code systems' concepts: a coded answer's display is then
+// checked too.
+type DisplayLookup interface {
+	// Displays returns the display and designations of system|code;
+	// known is false when the code system or the code is not available.
+	Displays(ctx context.Context, system, code string) (displays []string, known bool, err error)
+}
+
 // Options tune one check of a response.
 type Options struct {
 	// Terminology checks answerValueSet and unitValueSet membership; nil

@@ -100,6 +100,13 @@ func (valueSet) MemberOf(_ context.Context, url, system, code string) (bool, str
 	return system == "http://s" && code == "in", "", nil
 }
 
+func (valueSet) Displays(_ context.Context, system, code string) ([]string, bool, error) {
+	if system == "http://s" && code == "in" {
+		return []string{"Inside", "In"}, true, nil
+	}
+	return nil, false, nil
+}
+
 func decode(t *testing.T, s string) map[string]any {
 	t.Helper()
 	dec := json.NewDecoder(strings.NewReader(s))
@@ -202,6 +209,7 @@ func TestEachRuleRefusesItsBreakAtTheElement(t *testing.T) {
 		{"a choice outside its options", item(8, "answer"), answer(`{"valueCoding":{"system":"http://s","code":"z"}}`), "QuestionnaireResponse.item[8].answer[0]", "answer options"},
 		{"an open-choice coding outside its options", item(9, "answer"), answer(`{"valueCoding":{"system":"http://s","code":"z"}}`), "QuestionnaireResponse.item[9].answer[0]", "answer options"},
 		{"a choice outside its value set", item(10, "answer"), answer(`{"valueCoding":{"system":"http://s","code":"out"}}`), "QuestionnaireResponse.item[10].answer[0]", "value set"},
+		{"a coded answer with another display than its code system's", item(10, "answer"), answer(`{"valueCoding":{"system":"http://s","code":"in","display":"Outside"}}`), "QuestionnaireResponse.item[10].answer[0].valueCoding.display", "Inside"},
 		{"an attachment of a type not allowed", item(11, "answer"), answer(`{"valueAttachment":{"contentType":"text/plain","data":"AAEC"}}`), "QuestionnaireResponse.item[11].answer[0].valueAttachment.contentType", "content type"},
 		{"an attachment larger than maxSize", item(11, "answer"), answer(`{"valueAttachment":{"contentType":"image/png","data":"AAECAwQF"}}`), "QuestionnaireResponse.item[11].answer[0].valueAttachment", "bytes"},
 		{"an attachment whose size is not its data's", item(11, "answer"), answer(`{"valueAttachment":{"contentType":"image/png","data":"AAEC","size":30}}`), "QuestionnaireResponse.item[11].answer[0].valueAttachment.size", "size"},

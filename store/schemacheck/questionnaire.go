@@ -70,7 +70,7 @@ func (c *Checker) checkResponse(ctx context.Context, in store.Validation, defs p
 // tenant's forms; nil when none.
 func findQuestionnaire(ctx context.Context, in store.Validation, defs profile.Definitions, qr map[string]any, canonical string) (map[string]any, error) {
 	if id, ok := strings.CutPrefix(canonical, "#"); ok {
-		for _, c := range containedResources(qr) {
+		for _, c := range objectList(qr["contained"]) {
 			if c["resourceType"] == "Questionnaire" && c["id"] == id {
 				return c, nil
 			}
@@ -112,8 +112,9 @@ func bundleQuestionnaire(b *store.Bundle, canonical string) map[string]any {
 	return nil
 }
 
-func containedResources(r map[string]any) []map[string]any {
-	list, _ := r["contained"].([]any)
+// objectList returns the JSON objects of an array.
+func objectList(v any) []map[string]any {
+	list, _ := v.([]any)
 	out := make([]map[string]any, 0, len(list))
 	for _, c := range list {
 		if m, ok := c.(map[string]any); ok {
@@ -143,4 +144,46 @@ type terminology struct {
 
 func (t terminology) MemberOf(ctx context.Context, url, system, code string) (bool, string, error) {
 	return t.v.MemberOf(ctx, t.defs, url, system, code)
+}
+
+// Displays returns the display and designations of system|code in the
+// tenant's or the core CodeSystem of system; known is false when neither
+// holds the code.
+func (t terminology) Displays(ctx context.Context, system, code string) ([]string, bool, error) {
+	cs, err := t.defs.Resource(ctx, "CodeSystem", system)
+	if err != nil || cs == nil {
+		return nil, false, err
+	}
+	concept := findConcept(cs["concept"], code)
+	if concept == nil {
+		return nil, false, nil
+	}
+	var out []string
+	if d, _ := concept["display"].(string); d != "" {
+		out = append(out, d)
+	}
+	for _, d := range objectList(concept["designation"]) {
+		if v, _ := d["value"].(string); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out, true, nil
+}
+
+// findConcept finds code among concepts and their nested concepts.
+func findConcept(concepts any, code string) map[string]any {
+	list, _ := concepts.([]any)
+	for _, c := range list {
+		m, _ := c.(map[string]any)
+		if m == nil {
+			continue
+		}
+		if m["code"] == code {
+			return m
+		}
+		if found := findConcept(m["concept"], code); found != nil {
+			return found
+		}
+	}
+	return nil
 }
