@@ -136,7 +136,8 @@ func (p *populator) root() []fhirpath.Node { return []fhirpath.Node{fhirpath.Res
 
 // launchContexts binds each launch context the form declares to the
 // resource the request gives for it; the patient context defaults to a
-// Patient subject. Contexts the form does not declare are bound too.
+// Patient subject, declared or not. Contexts the form does not declare
+// are bound too.
 func (p *populator) launchContexts(ctx context.Context, req PopulateRequest, vars map[string][]fhirpath.Node) error {
 	given := map[string]LaunchContext{}
 	for _, c := range req.Contexts {
@@ -194,6 +195,9 @@ func (p *populator) launchContexts(ctx context.Context, req PopulateRequest, var
 		if res != nil {
 			vars[c.Name] = []fhirpath.Node{fhirpath.ResourceNode(res)}
 		}
+	}
+	if _, ok := vars["patient"]; !ok && req.Subject != nil && req.Subject["resourceType"] == "Patient" {
+		vars["patient"] = []fhirpath.Node{fhirpath.ResourceNode(req.Subject)}
 	}
 	return nil
 }
