@@ -173,7 +173,7 @@ func choiceAnswer(v any, qi map[string]any) (string, any, error) {
 	case string:
 		for _, opt := range objects(qi["answerOption"]) {
 			if c, ok := opt["valueCoding"].(map[string]any); ok && c["code"] == x {
-				return "Coding", c, nil
+				return "Coding", codingOf(c), nil
 			}
 			if opt["valueString"] == x {
 				return "String", x, nil

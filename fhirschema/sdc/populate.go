@@ -377,11 +377,12 @@ func (p *populator) item(ctx context.Context, qi map[string]any, at string, base
 	}
 	own := p.variables(qi, at, nil)
 	scope = append(slices.Clip(scope), own...)
-	vars, err := p.bind(ctx, parent, own, p.root())
+	withItem := maps.Clone(parent)
+	withItem["qitem"] = []fhirpath.Node{{Value: qi, Type: "Questionnaire.item"}}
+	vars, err := p.bind(ctx, withItem, own, p.root())
 	if err != nil {
 		return nil, err
 	}
-	vars["qitem"] = []fhirpath.Node{{Value: qi, Type: "Questionnaire.item"}}
 	var answers []any
 	if qi["type"] != "group" {
 		answers, err = p.initialAnswers(ctx, qi, at, vars)
@@ -489,11 +490,12 @@ func (p *populator) calculate(ctx context.Context, base map[string][]fhirpath.No
 		for _, c := range p.calcs {
 			focus := []fhirpath.Node{{Value: c.ritem, Type: "QuestionnaireResponse.item"}}
 			n := len(p.issues)
-			vars, err := p.bind(ctx, base, c.scope, focus)
+			withItem := maps.Clone(base)
+			withItem["qitem"] = []fhirpath.Node{{Value: c.qitem, Type: "Questionnaire.item"}}
+			vars, err := p.bind(ctx, withItem, c.scope, focus)
 			if err != nil {
 				return err
 			}
-			vars["qitem"] = []fhirpath.Node{{Value: c.qitem, Type: "Questionnaire.item"}}
 			nodes, err := p.ev.eval(ctx, c.x, p.qr, vars, focus)
 			if err != nil {
 				if fatal(err) {

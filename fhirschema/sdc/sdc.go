@@ -32,29 +32,45 @@ type Data interface {
 	Questionnaire(ctx context.Context, canonical string) (map[string]any, error)
 }
 
-// Extension and code system URLs of the SDC implementation guide and core FHIR.
+// sdcSD is where the SDC implementation guide's extensions live.
+const sdcSD = "http://hl7.org/fhir/uv/sdc/StructureDefinition/"
+
+// Extensions the operations read and write.
 const (
-	sdcSD = "http://hl7.org/fhir/uv/sdc/StructureDefinition/"
-
-	ExtLaunchContext          = sdcSD + "sdc-questionnaire-launchContext"
-	ExtVariable               = "http://hl7.org/fhir/StructureDefinition/variable"
-	ExtInitialExpression      = sdcSD + "sdc-questionnaire-initialExpression"
-	ExtCalculatedExpression   = sdcSD + "sdc-questionnaire-calculatedExpression"
-	ExtItemPopulationContext  = sdcSD + "sdc-questionnaire-itemPopulationContext"
-	ExtObservationExtract     = sdcSD + "sdc-questionnaire-observationExtract"
-	ExtObservationCategory    = sdcSD + "sdc-questionnaire-observation-extract-category"
-	ExtDefinitionExtract      = sdcSD + "sdc-questionnaire-definitionExtract"
+	// ExtLaunchContext declares a launch context (patient, encounter…) of a form.
+	ExtLaunchContext = sdcSD + "sdc-questionnaire-launchContext"
+	// ExtVariable names an expression's value for the expressions after it.
+	ExtVariable = "http://hl7.org/fhir/StructureDefinition/variable"
+	// ExtInitialExpression gives a question its first answers.
+	ExtInitialExpression = sdcSD + "sdc-questionnaire-initialExpression"
+	// ExtCalculatedExpression computes a question's answers from the others.
+	ExtCalculatedExpression = sdcSD + "sdc-questionnaire-calculatedExpression"
+	// ExtItemPopulationContext repeats a group once per item an expression yields.
+	ExtItemPopulationContext = sdcSD + "sdc-questionnaire-itemPopulationContext"
+	// ExtObservationExtract marks the items whose answers become Observations.
+	ExtObservationExtract = sdcSD + "sdc-questionnaire-observationExtract"
+	// ExtObservationCategory is the category of the Observations extracted.
+	ExtObservationCategory = sdcSD + "sdc-questionnaire-observation-extract-category"
+	// ExtDefinitionExtract names a resource definition-based extraction makes.
+	ExtDefinitionExtract = sdcSD + "sdc-questionnaire-definitionExtract"
+	// ExtDefinitionExtractValue sets an element of an extracted resource.
 	ExtDefinitionExtractValue = sdcSD + "sdc-questionnaire-definitionExtractValue"
-	ExtItemExtractionContext  = sdcSD + "sdc-questionnaire-itemExtractionContext"
-	ExtSubQuestionnaire       = sdcSD + "sdc-questionnaire-subQuestionnaire"
-	ExtLinkIDPrefix           = sdcSD + "sdc-questionnaire-linkIdPrefix"
-	ExtAssembleExpectation    = sdcSD + "sdc-questionnaire-assemble-expectation"
-	ExtAssembledFrom          = sdcSD + "sdc-questionnaire-assembledFrom"
-	ExtUnit                   = "http://hl7.org/fhir/StructureDefinition/questionnaire-unit"
-
-	// UCUM is the system of the units of measure of extracted quantities.
-	UCUM = "http://unitsofmeasure.org"
+	// ExtItemExtractionContext is the older form of ExtDefinitionExtract.
+	ExtItemExtractionContext = sdcSD + "sdc-questionnaire-itemExtractionContext"
+	// ExtSubQuestionnaire makes a display item stand for another form's items.
+	ExtSubQuestionnaire = sdcSD + "sdc-questionnaire-subQuestionnaire"
+	// ExtLinkIDPrefix prefixes the linkIds of a sub-questionnaire's items.
+	ExtLinkIDPrefix = sdcSD + "sdc-questionnaire-linkIdPrefix"
+	// ExtAssembleExpectation says whether a form is a root, a module or both.
+	ExtAssembleExpectation = sdcSD + "sdc-questionnaire-assemble-expectation"
+	// ExtAssembledFrom names the root form an assembled form came from.
+	ExtAssembledFrom = sdcSD + "sdc-questionnaire-assembledFrom"
+	// ExtUnit is the unit of a numeric question.
+	ExtUnit = "http://hl7.org/fhir/StructureDefinition/questionnaire-unit"
 )
+
+// UCUM is the system of the units of measure of extracted quantities.
+const UCUM = "http://unitsofmeasure.org"
 
 // Expression languages the operations evaluate.
 const (
@@ -226,6 +242,7 @@ type DataError struct {
 	Err error
 }
 
+// Error names the operation on the Data and its failure.
 func (e *DataError) Error() string { return e.Op + ": " + e.Err.Error() }
 
 // Unwrap returns the Data's error.

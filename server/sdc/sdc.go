@@ -60,6 +60,7 @@ type Error struct {
 	Issues []fhirschema.Issue
 }
 
+// Error is the first issue's text.
 func (e *Error) Error() string {
 	if len(e.Issues) > 0 {
 		return e.Issues[0].Diagnostics
