@@ -144,16 +144,23 @@ func (x *extractor) observations(items []map[string]any, at string) error {
 				return err
 			}
 		}
-		flag := x.inherited(qi, ExtObservationExtract)
-		if len(flag) == 0 || flag[0]["valueBoolean"] != true || qi.item["type"] == "group" || qi.item["type"] == "display" {
+		if qi.item["type"] == "group" || qi.item["type"] == "display" {
 			continue
 		}
-		if len(objects(qi.item["code"])) == 0 {
+		codes := markedCodes(qi.item)
+		if codes == nil {
+			flag := x.inherited(qi, ExtObservationExtract)
+			if len(flag) == 0 || flag[0]["valueBoolean"] != true {
+				continue
+			}
+			codes = anyList(fhirschema.CopyJSON(qi.item["code"]))
+		}
+		if len(codes) == 0 {
 			x.add(issue("warning", "required", qi.at, "item %s has no code: no Observation is extracted from it", linkID))
 			continue
 		}
 		for k, a := range objects(ri["answer"]) {
-			obs := x.observation(qi, a, index(iat+".answer", k))
+			obs := x.observation(qi, codes, a, index(iat+".answer", k))
 			if obs != nil {
 				x.entry(obs, "", nil)
 			}
@@ -164,7 +171,7 @@ func (x *extractor) observations(items []map[string]any, at string) error {
 
 // observation is the Observation of one answer; nil (with a warning) when
 // the answer's type has no Observation value.
-func (x *extractor) observation(qi qitem, answer map[string]any, at string) map[string]any {
+func (x *extractor) observation(qi qitem, codes []any, answer map[string]any, at string) map[string]any {
 	linkID := str(qi.item["linkId"])
 	typ, v := valueOf(answer)
 	key, value := observationValue(typ, v, unitOf(qi.item))
@@ -175,7 +182,7 @@ func (x *extractor) observation(qi qitem, answer map[string]any, at string) map[
 	obs := map[string]any{
 		"resourceType": "Observation",
 		"status":       "final",
-		"code":         map[string]any{"coding": fhirschema.CopyJSON(qi.item["code"])},
+		"code":         map[string]any{"coding": fhirschema.CopyJSON(codes)},
 		key:            value,
 	}
 	var categories []any
@@ -205,6 +212,22 @@ func (x *extractor) observation(qi qitem, answer map[string]any, at string) map[
 		obs["derivedFrom"] = []any{map[string]any{"reference": "QuestionnaireResponse/" + id}}
 	}
 	return obs
+}
+
+// markedCodes are the codes of an item that carry observationExtract
+// themselves (without it), when any does: the Observation has those
+// codes only. nil when none does.
+func markedCodes(item map[string]any) []any {
+	var out []any
+	for _, c := range objects(item["code"]) {
+		if ext := extension(c, ExtObservationExtract); ext == nil || ext["valueBoolean"] != true {
+			continue
+		}
+		code := fhirschema.CopyJSON(c).(map[string]any)
+		delete(code, "extension")
+		out = append(out, code)
+	}
+	return out
 }
 
 // performerType tells whether a reference names a resource an

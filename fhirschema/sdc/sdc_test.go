@@ -464,3 +464,36 @@ func TestAssembleRefusesWhatItCannotResolve(t *testing.T) {
 		})
 	}
 }
+
+func TestExtractObservationValuesFollowTheAnswerType(t *testing.T) {
+	q := decode(t, `{"resourceType":"Questionnaire","url":"http://example.org/q/screen","status":"active",
+	 "extension":[{"url":"http://hl7.org/fhir/uv/sdc/StructureDefinition/sdc-questionnaire-observationExtract","valueBoolean":true},
+	  {"url":"http://hl7.org/fhir/uv/sdc/StructureDefinition/sdc-questionnaire-observation-extract-category","valueCodeableConcept":{"coding":[{"system":"http://terminology.hl7.org/CodeSystem/observation-category","code":"survey"}]}}],
+	 "item":[{"linkId":"steps","type":"integer","code":[{"system":"http://loinc.org","code":"41950-7"}]},
+	  {"linkId":"mood","type":"choice","code":[{"system":"http://loinc.org","code":"44250-9"}]},
+	  {"linkId":"smokes","type":"boolean","code":[{"system":"http://loinc.org","code":"LOCAL-1"},{"system":"http://snomed.info/sct","code":"77176002","extension":[{"url":"http://hl7.org/fhir/uv/sdc/StructureDefinition/sdc-questionnaire-observationExtract","valueBoolean":true}]}]},
+	  {"linkId":"private","type":"string","code":[{"system":"http://loinc.org","code":"X"}],"extension":[{"url":"http://hl7.org/fhir/uv/sdc/StructureDefinition/sdc-questionnaire-observationExtract","valueBoolean":false}]},
+	  {"linkId":"uncoded","type":"string"}]}`)
+	qr := decode(t, `{"resourceType":"QuestionnaireResponse","status":"completed","authored":"2026-12-01","subject":{"reference":"Patient/p1"},"item":[
+	 {"linkId":"steps","answer":[{"valueInteger":4200}]},{"linkId":"mood","answer":[{"valueCoding":{"system":"http://loinc.org","code":"LA6568-5"}}]},
+	 {"linkId":"smokes","answer":[{"valueBoolean":false}]},{"linkId":"private","answer":[{"valueString":"secret"}]},{"linkId":"uncoded","answer":[{"valueString":"x"}]}]}`)
+	b, issues, err := sdc.Extract(context.Background(), newRecords(), sdc.ExtractRequest{Response: qr, Questionnaire: q})
+	if err != nil || b == nil {
+		t.Fatalf("extract: %v\n%s", err, issuesText(issues))
+	}
+	var got []string
+	for _, res := range resourcesOf(t, b) {
+		got = append(got, jsonText(map[string]any{"code": res["code"], "valueInteger": res["valueInteger"], "valueCodeableConcept": res["valueCodeableConcept"], "valueBoolean": res["valueBoolean"], "category": res["category"] != nil, "issued": res["issued"], "effective": res["effectiveDateTime"]}))
+	}
+	want := []string{
+		`{"category":true,"code":{"coding":[{"code":"41950-7","system":"http://loinc.org"}]},"effective":"2026-12-01","issued":null,"valueBoolean":null,"valueCodeableConcept":null,"valueInteger":4200}`,
+		`{"category":true,"code":{"coding":[{"code":"44250-9","system":"http://loinc.org"}]},"effective":"2026-12-01","issued":null,"valueBoolean":null,"valueCodeableConcept":{"coding":[{"code":"LA6568-5","system":"http://loinc.org"}]},"valueInteger":null}`,
+		`{"category":true,"code":{"coding":[{"code":"77176002","system":"http://snomed.info/sct"}]},"effective":"2026-12-01","issued":null,"valueBoolean":false,"valueCodeableConcept":null,"valueInteger":null}`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("observations\n got %s\nwant %s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if len(issues) != 1 || issues[0].Expression != "Questionnaire.item[4]" {
+		t.Errorf("issues:\n%s", issuesText(issues))
+	}
+}
