@@ -497,3 +497,39 @@ func TestExtractObservationValuesFollowTheAnswerType(t *testing.T) {
 		t.Errorf("issues:\n%s", issuesText(issues))
 	}
 }
+
+// TestPopulateTheIGsPrepopulationExample fills the implementation guide's
+// FHIRPath pre-population example with a patient and a user context.
+func TestPopulateTheIGsPrepopulationExample(t *testing.T) {
+	rec := newRecords(
+		decode(t, `{"resourceType":"Patient","id":"p2","birthDate":"1980-02-29",
+		 "identifier":[{"system":"http://ns.electronichealth.net.au/id/medicare-number","value":"2123 45670 1"}],
+		 "name":[{"family":"Wuckert","given":["Kimberly","Ann"]},{"family":"Other"}],
+		 "telecom":[{"system":"email","value":"k@example.org"},{"system":"phone","use":"work","value":"03 9999 0000"},{"system":"phone","use":"mobile","value":"0491 570 006"}]}`),
+		decode(t, `{"resourceType":"Practitioner","id":"u1","identifier":[{"system":"http://ns.electronichealth.net.au/id/hi/prn","value":"4321102W"}],"name":[{"family":"Carter","given":["Ravi"]}]}`),
+	)
+	qr, issues, err := sdc.Populate(context.Background(), rec, sdc.PopulateRequest{
+		Questionnaire: load(t, "Questionnaire-sdc-test-fhirpath-prepop-initialexpr.json"),
+		Subject:       rec.byRef["Patient/p2"],
+		Contexts:      []sdc.LaunchContext{{Name: "patient", Reference: "Patient/p2"}, {Name: "user", Resource: rec.byRef["Practitioner/u1"]}},
+		Now:           fixedNow,
+	})
+	if err != nil || qr == nil || len(issues) > 0 {
+		t.Fatalf("populate: %v\n%s", err, issuesText(issues))
+	}
+	for linkID, want := range map[string]any{
+		"participant-id": nil, "medicare-number": "2123 45670 1", "dva-number": nil, "family-name": "Wuckert", "given-names": "Kimberly",
+		"dob": "1980-02-29", "contact-number": "0491 570 006", "provider-number": "4321102W", "date-consult": "2026-12-01", "provider-name": "Ravi Carter",
+	} {
+		if got := answerOf(qr, linkID); got != want {
+			t.Errorf("%s = %v, want %v", linkID, got, want)
+		}
+	}
+	// The question's nested item sits under its answer.
+	if !strings.Contains(jsonText(qr), `{"answer":[{"item":[{"linkId":"contact-number-tooltip","text":"(mobile or land line including area code)"}],"valueString":"0491 570 006"}],"linkId":"contact-number","text":"Contact telephone number"}`) {
+		t.Errorf("contact number: %s", jsonText(qr))
+	}
+	if qr["questionnaire"] != "Questionnaire/questionnaire-sdc-test-fhirpath-prepop-initialexpression" {
+		t.Errorf("questionnaire %v", qr["questionnaire"])
+	}
+}
