@@ -76,7 +76,7 @@ func Populate(ctx context.Context, d Data, req PopulateRequest) (map[string]any,
 	if err != nil {
 		return nil, p.issues, err
 	}
-	items, err := p.items(ctx, objects(q["item"]), "Questionnaire", base, sc, vars)
+	items, err := p.items(ctx, objects(q["item"]), "Questionnaire", sc, vars)
 	if err != nil {
 		return nil, p.issues, err
 	}
@@ -287,7 +287,7 @@ func fatal(err error) bool {
 
 // items builds the response items of the form's items qitems (at at).
 // scope are the bindings in force, vars their values.
-func (p *populator) items(ctx context.Context, qitems []map[string]any, at string, base map[string][]fhirpath.Node, scope []binding, vars map[string][]fhirpath.Node) ([]any, error) {
+func (p *populator) items(ctx context.Context, qitems []map[string]any, at string, scope []binding, vars map[string][]fhirpath.Node) ([]any, error) {
 	var out []any
 	for i, qi := range qitems {
 		iat := index(at+".item", i)
@@ -295,14 +295,14 @@ func (p *populator) items(ctx context.Context, qitems []map[string]any, at strin
 			continue
 		}
 		if pc := extension(qi, ExtItemPopulationContext); pc != nil && qi["type"] == "group" {
-			groups, err := p.populationContext(ctx, qi, pc, iat, base, scope, vars)
+			groups, err := p.populationContext(ctx, qi, pc, iat, scope, vars)
 			if err != nil {
 				return nil, err
 			}
 			out = append(out, groups...)
 			continue
 		}
-		item, err := p.item(ctx, qi, iat, base, scope, vars)
+		item, err := p.item(ctx, qi, iat, scope, vars)
 		if err != nil {
 			return nil, err
 		}
@@ -314,7 +314,7 @@ func (p *populator) items(ctx context.Context, qitems []map[string]any, at strin
 // populationContext builds one group per item its itemPopulationContext
 // yields, each with the expression's name bound to that item; one empty
 // group when it yields none.
-func (p *populator) populationContext(ctx context.Context, qi, pc map[string]any, at string, base map[string][]fhirpath.Node, scope []binding, vars map[string][]fhirpath.Node) ([]any, error) {
+func (p *populator) populationContext(ctx context.Context, qi, pc map[string]any, at string, scope []binding, vars map[string][]fhirpath.Node) ([]any, error) {
 	x, ok := expressionOf(pc)
 	if !ok {
 		p.add(issue("error", "invalid", at, "item %s: itemPopulationContext needs a valueExpression", str(qi["linkId"])))
@@ -345,7 +345,7 @@ func (p *populator) populationContext(ctx context.Context, qi, pc map[string]any
 		if x.name != "" {
 			v[x.name] = fixed
 		}
-		item, err := p.item(ctx, qi, at, base, sc, v)
+		item, err := p.item(ctx, qi, at, sc, v)
 		if err != nil {
 			return nil, err
 		}
@@ -367,7 +367,7 @@ func bundleResources(n fhirpath.Node) []fhirpath.Node {
 }
 
 // item builds the response item of qi with its answers and children.
-func (p *populator) item(ctx context.Context, qi map[string]any, at string, base map[string][]fhirpath.Node, scope []binding, parent map[string][]fhirpath.Node) (map[string]any, error) {
+func (p *populator) item(ctx context.Context, qi map[string]any, at string, scope []binding, parent map[string][]fhirpath.Node) (map[string]any, error) {
 	linkID := str(qi["linkId"])
 	ri := map[string]any{"linkId": linkID}
 	for _, k := range []string{"definition", "text"} {
@@ -397,7 +397,7 @@ func (p *populator) item(ctx context.Context, qi map[string]any, at string, base
 			p.add(issue("error", "invalid", at, "item %s: calculatedExpression needs a valueExpression", linkID))
 		}
 	}
-	children, err := p.items(ctx, objects(qi["item"]), at, base, scope, vars)
+	children, err := p.items(ctx, objects(qi["item"]), at, scope, vars)
 	if err != nil {
 		return nil, err
 	}
