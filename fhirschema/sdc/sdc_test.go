@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -532,4 +533,52 @@ func TestPopulateTheIGsPrepopulationExample(t *testing.T) {
 	if qr["questionnaire"] != "Questionnaire/questionnaire-sdc-test-fhirpath-prepop-initialexpression" {
 		t.Errorf("questionnaire %v", qr["questionnaire"])
 	}
+}
+
+// failingData is a Data whose searches fail, as a server does when a
+// search is refused or the store does not answer.
+type failingData struct{ *records }
+
+var errStoreDown = errors.New("store down")
+
+func (failingData) Search(context.Context, string) (map[string]any, error) { return nil, errStoreDown }
+
+func TestPopulateQueriesThroughData(t *testing.T) {
+	q := decode(t, `{"resourceType":"Questionnaire","status":"active",
+	 "item":[{"linkId":"obs","type":"group","repeats":true,
+	   "extension":[{"url":"http://hl7.org/fhir/uv/sdc/StructureDefinition/sdc-questionnaire-itemPopulationContext","valueExpression":{"name":"obs","language":"application/x-fhir-query","expression":"Observation?patient={{%patient.id}}&code=http://loinc.org|{{'29463-7' | '8302-2'}}"}}],
+	   "item":[{"linkId":"value","type":"decimal","extension":[{"url":"http://hl7.org/fhir/uv/sdc/StructureDefinition/sdc-questionnaire-initialExpression","valueExpression":{"language":"text/fhirpath","expression":"%obs.value"}}]}]}]}`)
+	t.Run("each resource found is a group", func(t *testing.T) {
+		rec := patientRecord(t)
+		qr, issues, err := sdc.Populate(context.Background(), rec, sdc.PopulateRequest{Questionnaire: q, Subject: rec.byRef["Patient/p1"]})
+		if err != nil || qr == nil {
+			t.Fatalf("populate: %v\n%s", err, issuesText(issues))
+		}
+		if want := "Observation?patient=p1&code=http://loinc.org|29463-7,8302-2"; len(rec.queries) != 1 || rec.queries[0] != want {
+			t.Errorf("queries %q, want %q", rec.queries, want)
+		}
+		if n := len(qr["item"].([]any)); n != 1 { // the record's matcher takes the first code only
+			t.Errorf("%d groups: %s", n, jsonText(qr["item"]))
+		}
+	})
+	t.Run("a search that fails fails the operation", func(t *testing.T) {
+		rec := patientRecord(t)
+		_, _, err := sdc.Populate(context.Background(), failingData{rec}, sdc.PopulateRequest{Questionnaire: q, Subject: rec.byRef["Patient/p1"]})
+		var de *sdc.DataError
+		if !errors.As(err, &de) || !errors.Is(err, errStoreDown) {
+			t.Fatalf("error %v, want the Data's", err)
+		}
+	})
+	t.Run("queries are bounded", func(t *testing.T) {
+		rec := patientRecord(t)
+		var vars []string
+		for _, id := range []string{"a", "b", "c"} {
+			vars = append(vars, `{"url":"http://hl7.org/fhir/StructureDefinition/variable","valueExpression":{"name":"`+id+`","language":"application/x-fhir-query","expression":"Patient?_id=`+id+`"}}`)
+		}
+		many := decode(t, `{"resourceType":"Questionnaire","status":"active","extension":[`+strings.Join(vars, ",")+`]}`)
+		_, issues, err := sdc.Populate(context.Background(), rec, sdc.PopulateRequest{Questionnaire: many, Limits: sdc.Limits{MaxQueries: 2}})
+		if err != nil || !sdc.Failed(issues) || !strings.Contains(issuesText(issues), "more than 2 queries") {
+			t.Fatalf("err %v, issues:\n%s", err, issuesText(issues))
+		}
+	})
 }
