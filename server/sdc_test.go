@@ -189,6 +189,10 @@ func TestSDCExtractMakesATransactionThatApplies(t *testing.T) {
 			t.Errorf("%d entries, want 5", n)
 		}
 	})
+	t.Run("a response that breaks its form is refused", func(t *testing.T) {
+		broken := strings.Replace(qrBody, `{"linkId":"sbp","answer":[{"valueInteger":128}]}`, `{"linkId":"sbp","answer":[{"valueString":"128"}]}`, 1)
+		wantOutcome(t, e.post("/QuestionnaireResponse/$extract", broken), http.StatusUnprocessableEntity, "QuestionnaireResponse.item")
+	})
 	t.Run("at type level with the questionnaire-response parameter", func(t *testing.T) {
 		bundle := outParam(t, e.post("/QuestionnaireResponse/$extract", `{"resourceType":"Parameters","parameter":[{"name":"questionnaire-response","resource":`+qrBody+`}]}`), "return")
 		if n := len(bundle["entry"].([]any)); n != 5 {
@@ -319,4 +323,17 @@ func TestSDCNeedsReadAccessToQuestionnaires(t *testing.T) {
 	noRecords := scopedToken(t, e.tenant, "system/Questionnaire.read system/Patient.read", "")
 	r = e.as(noRecords, request{Method: http.MethodPost, Path: "/Questionnaire/hh-visit/$populate", Body: populateBody(pid)})
 	wantOutcome(t, r, http.StatusForbidden, "")
+}
+
+func TestSDCPopulateUnderAPatientScopeSeesThatPatientOnly(t *testing.T) {
+	e := newEnv(t)
+	pid := sdcPatient(t, e)
+	other := e.create("Patient", `{"resourceType":"Patient","name":[{"family":"Other"}],"birthDate":"1990-01-01"}`)
+	own := scopedToken(t, e.tenant, "patient/*.read", pid)
+	r := e.as(own, request{Method: http.MethodPost, Path: "/Questionnaire/hh-visit/$populate", Body: populateBody(pid)})
+	if got := firstAnswer(outParam(t, r, "response"), "bmi"); got != "26.3" {
+		t.Errorf("bmi = %s for the token's patient", got)
+	}
+	r = e.as(own, request{Method: http.MethodPost, Path: "/Questionnaire/hh-visit/$populate", Body: populateBody(other)})
+	wantOutcome(t, r, http.StatusNotFound, "Parameters.parameter[0]")
 }
