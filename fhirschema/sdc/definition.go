@@ -193,7 +193,8 @@ func (x *extractor) extract(ctx context.Context, e extraction) error {
 	} else {
 		items = childItems(e.ri)
 	}
-	if err := x.fill(ctx, res, canonical, items, e.at, &set); err != nil {
+	t := &target{res: res}
+	if err := x.fill(ctx, t, canonical, items, &set); err != nil {
 		return err
 	}
 	values := extensions(x.q, ExtDefinitionExtractValue)
@@ -201,7 +202,7 @@ func (x *extractor) extract(ctx context.Context, e extraction) error {
 		values = append(values, extensions(e.qi.item, ExtDefinitionExtractValue)...)
 	}
 	for _, ext := range values {
-		if err := x.extractValue(ctx, res, canonical, ext, e.ri, where); err != nil {
+		if err := x.extractValue(ctx, t, canonical, ext, e.ri, where); err != nil {
 			return err
 		}
 	}
@@ -252,45 +253,63 @@ func (x *extractor) resourceType(canonical string) string {
 
 // fill sets the elements the answers of items (and their nested items)
 // define under canonical, leaving alone items that start extractions of
-// their own.
-func (x *extractor) fill(ctx context.Context, res map[string]any, canonical string, items []map[string]any, at string, set *int) error {
+// their own. A group whose definition names an element opens a new
+// instance of it (of a repeating element, one per repetition of the
+// group) for the elements its items define below it.
+func (x *extractor) fill(ctx context.Context, t *target, canonical string, items []map[string]any, set *int) error {
 	for _, ri := range items {
 		qi, ok := x.qitems[str(ri["linkId"])]
 		if !ok || len(extensions(qi.item, ExtDefinitionExtract)) > 0 || extension(qi.item, ExtItemExtractionContext) != nil {
 			continue
 		}
-		if c, element, ok := strings.Cut(str(qi.item["definition"]), "#"); ok {
-			if c, _, _ = strings.Cut(c, "|"); c == canonical {
-				var vals []typed
-				for _, a := range objects(ri["answer"]) {
-					if typ, v := valueOf(a); typ != "" {
-						vals = append(vals, typed{typ, v})
-					}
+		linkID := str(qi.item["linkId"])
+		inner := t
+		c, element, ok := strings.Cut(str(qi.item["definition"]), "#")
+		if c, _, _ = strings.Cut(c, "|"); ok && c == canonical {
+			if qi.item["type"] == "group" {
+				opened, err := t.open(element)
+				if err != nil {
+					x.add(issue("warning", "value", qi.at, "item %s: %v", linkID, err))
+				} else {
+					inner = opened
 				}
-				if len(vals) > 0 {
-					if err := setElement(res, element, vals, unitOf(qi.item)); err != nil {
-						x.add(issue("warning", "value", qi.at, "item %s: %v", str(qi.item["linkId"]), err))
-					} else {
-						*set++
-					}
+			} else if vals := answerValues(ri); len(vals) > 0 {
+				if err := t.set(element, vals, unitOf(qi.item)); err != nil {
+					x.add(issue("warning", "value", qi.at, "item %s: %v", linkID, err))
+				} else {
+					*set++
 				}
 			}
 		}
 		for _, ext := range extensions(qi.item, ExtDefinitionExtractValue) {
-			if err := x.extractValue(ctx, res, canonical, ext, ri, qi.at); err != nil {
+			if err := x.extractValue(ctx, inner, canonical, ext, ri, qi.at); err != nil {
 				return err
 			}
 		}
-		if err := x.fill(ctx, res, canonical, childItems(ri), at, set); err != nil {
+		if err := x.fill(ctx, inner, canonical, childItems(ri), set); err != nil {
 			return err
+		}
+		if inner != t {
+			inner.closeEmpty()
 		}
 	}
 	return nil
 }
 
+// answerValues are the values of a response item's answers.
+func answerValues(ri map[string]any) []typed {
+	var vals []typed
+	for _, a := range objects(ri["answer"]) {
+		if typ, v := valueOf(a); typ != "" {
+			vals = append(vals, typed{typ, v})
+		}
+	}
+	return vals
+}
+
 // extractValue applies a definitionExtractValue aimed at canonical: the
 // values of its expression, or its fixed value.
-func (x *extractor) extractValue(ctx context.Context, res map[string]any, canonical string, ext, ri map[string]any, at string) error {
+func (x *extractor) extractValue(ctx context.Context, t *target, canonical string, ext, ri map[string]any, at string) error {
 	_, v := subValue(ext, "definition")
 	c, element, ok := strings.Cut(str(v), "#")
 	if c, _, _ = strings.Cut(c, "|"); !ok || c != canonical {
@@ -325,7 +344,7 @@ func (x *extractor) extractValue(ctx context.Context, res map[string]any, canoni
 	if len(vals) == 0 {
 		return nil
 	}
-	if err := setElement(res, element, vals, nil); err != nil {
+	if err := t.set(element, vals, nil); err != nil {
 		x.add(issue("warning", "value", at, "definitionExtractValue: %v", err))
 	}
 	return nil
@@ -388,55 +407,149 @@ func (x *extractor) request(ctx context.Context, e extraction) (string, map[stri
 	return fullURL, request, nil
 }
 
-// setElement sets the element an element id (Patient.name.given,
-// slice names allowed) names in res to vals, creating the elements on its
-// way (the first of each repeating one). A repeating element gets every
-// value, one that does not repeat the first.
-func setElement(res map[string]any, elementID string, vals []typed, unit map[string]any) error {
-	steps := strings.Split(elementID, ".")
-	def := str(res["resourceType"])
-	if steps[0] != def {
-		return fmt.Errorf("element %s is not an element of %s", elementID, def)
+// target is the resource definition-based extraction fills, and the
+// element instance a group opened in it (nil at the resource's level).
+type target struct {
+	res    map[string]any
+	parent *target
+	// id is the element id of the instance, obj the instance, def its type;
+	// from and key locate it in its parent (index in the list; -1 when the
+	// element does not repeat).
+	id    string
+	obj   map[string]any
+	def   string
+	from  map[string]any
+	key   string
+	index int
+}
+
+// start is where an element id is set from: the innermost open instance
+// it lies under, else the resource; and the steps left.
+func (t *target) start(elementID string) (map[string]any, string, []string, error) {
+	for o := t; o != nil && o.obj != nil; o = o.parent {
+		if rest, ok := strings.CutPrefix(elementID, o.id+"."); ok {
+			return o.obj, o.def, strings.Split(rest, "."), nil
+		}
 	}
-	cur := res
-	for i, step := range steps[1:] {
+	steps := strings.Split(elementID, ".")
+	def := str(t.res["resourceType"])
+	if steps[0] != def || len(steps) < 2 {
+		return nil, "", nil, fmt.Errorf("%s is not an element of %s", elementID, def)
+	}
+	return t.res, def, steps[1:], nil
+}
+
+// descend walks steps but the last from obj of type def, creating the
+// elements on its way (the first of each repeating one); it returns the
+// parent of the last step and its type.
+func descend(obj map[string]any, def string, steps []string) (map[string]any, string, error) {
+	for _, step := range steps {
 		name, _, _ := strings.Cut(step, ":")
-		last := i == len(steps)-2
-		base, choice := strings.CutSuffix(name, "[x]")
-		types, repeats, ok := fhirschema.Element(def, base)
+		types, repeats, ok := fhirschema.Element(def, name)
 		if !ok {
-			return fmt.Errorf("%s has no element %s", def, base)
+			return nil, "", fmt.Errorf("%s has no element %s", def, name)
 		}
-		if !last {
-			if choice || len(types) != 1 {
-				return fmt.Errorf("element %s: %s has a choice of types", elementID, base)
-			}
-			cur = child(cur, base, repeats)
-			def = types[0]
-			continue
+		if len(types) != 1 {
+			return nil, "", fmt.Errorf("%s.%s has a choice of types", def, name)
 		}
-		var out []any
-		key := base
-		for _, tv := range vals {
-			target, v, ok := convertTo(tv, types, unit)
-			if !ok {
-				return fmt.Errorf("%s does not fit %s (%s)", describe(tv.v), elementID, strings.Join(types, ", "))
-			}
-			if choice || len(types) > 1 {
-				key = base + strings.ToUpper(target[:1]) + target[1:]
-			}
-			out = append(out, v)
-			if !repeats {
-				break
-			}
+		obj = child(obj, name, repeats)
+		def = types[0]
+	}
+	return obj, def, nil
+}
+
+// set sets the element an element id (Patient.name.given, slice names
+// allowed) names to vals. A repeating element gets every value, one that
+// does not repeat the first.
+func (t *target) set(elementID string, vals []typed, unit map[string]any) error {
+	obj, def, steps, err := t.start(elementID)
+	if err != nil {
+		return err
+	}
+	cur, def, err := descend(obj, def, steps[:len(steps)-1])
+	if err != nil {
+		return fmt.Errorf("element %s: %w", elementID, err)
+	}
+	name, _, _ := strings.Cut(steps[len(steps)-1], ":")
+	base, choice := strings.CutSuffix(name, "[x]")
+	types, repeats, ok := fhirschema.Element(def, base)
+	if !ok {
+		return fmt.Errorf("element %s: %s has no element %s", elementID, def, base)
+	}
+	var out []any
+	key := base
+	for _, tv := range vals {
+		typ, v, ok := convertTo(tv, types, unit)
+		if !ok {
+			return fmt.Errorf("%s does not fit %s (%s)", describe(tv.v), elementID, strings.Join(types, ", "))
 		}
-		if repeats {
-			cur[key] = append(anyList(cur[key]), out...)
-		} else {
-			cur[key] = out[0]
+		if choice || len(types) > 1 {
+			key = base + strings.ToUpper(typ[:1]) + typ[1:]
 		}
+		out = append(out, v)
+		if !repeats {
+			break
+		}
+	}
+	if repeats {
+		cur[key] = append(anyList(cur[key]), out...)
+	} else {
+		cur[key] = out[0]
 	}
 	return nil
+}
+
+// open opens a new instance of the complex element an element id names
+// (a new item of a repeating element, the element itself otherwise).
+func (t *target) open(elementID string) (*target, error) {
+	obj, def, steps, err := t.start(elementID)
+	if err != nil {
+		return nil, err
+	}
+	cur, def, err := descend(obj, def, steps[:len(steps)-1])
+	if err != nil {
+		return nil, fmt.Errorf("element %s: %w", elementID, err)
+	}
+	name, _, _ := strings.Cut(steps[len(steps)-1], ":")
+	types, repeats, ok := fhirschema.Element(def, name)
+	if !ok || len(types) != 1 || !isComplex(types[0]) {
+		return nil, fmt.Errorf("element %s is not an element a group can stand for", elementID)
+	}
+	o := &target{res: t.res, parent: t, id: elementID, def: types[0], from: cur, key: name, index: -1}
+	if repeats {
+		o.obj = map[string]any{}
+		list := append(anyList(cur[name]), o.obj)
+		o.index = len(list) - 1
+		cur[name] = list
+	} else {
+		o.obj = child(cur, name, false)
+	}
+	return o, nil
+}
+
+// closeEmpty removes the instance again when nothing went into it.
+func (t *target) closeEmpty() {
+	if len(t.obj) > 0 {
+		return
+	}
+	if t.index < 0 {
+		delete(t.from, t.key)
+		return
+	}
+	list := anyList(t.from[t.key])
+	if t.index < len(list) {
+		list = append(list[:t.index], list[t.index+1:]...)
+	}
+	if len(list) == 0 {
+		delete(t.from, t.key)
+	} else {
+		t.from[t.key] = list
+	}
+}
+
+// isComplex tells a complex type or backbone element from a primitive.
+func isComplex(typ string) bool {
+	return typ != "" && typ[0] >= 'A' && typ[0] <= 'Z'
 }
 
 // child is the object element name of m, created when absent; the first

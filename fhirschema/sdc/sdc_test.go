@@ -582,3 +582,27 @@ func TestPopulateQueriesThroughData(t *testing.T) {
 		}
 	})
 }
+
+func TestExtractByDefinitionOpensAnElementPerRepeatedGroup(t *testing.T) {
+	const sd = "http://hl7.org/fhir/StructureDefinition/Patient"
+	q := decode(t, `{"resourceType":"Questionnaire","status":"active",
+	 "extension":[{"url":"http://hl7.org/fhir/uv/sdc/StructureDefinition/sdc-questionnaire-definitionExtract","extension":[{"url":"definition","valueCanonical":"`+sd+`"}]}],
+	 "item":[{"linkId":"family","type":"string","definition":"`+sd+`#Patient.name.family"},
+	  {"linkId":"contact","type":"group","repeats":true,"definition":"`+sd+`#Patient.contact","item":[
+	   {"linkId":"contact-name","type":"string","definition":"`+sd+`#Patient.contact.name.text"},
+	   {"linkId":"contact-phone","type":"string","definition":"`+sd+`#Patient.contact.telecom.value"},
+	   {"linkId":"contact-kind","type":"coding","definition":"`+sd+`#Patient.contact.relationship"}]}]}`)
+	qr := decode(t, `{"resourceType":"QuestionnaireResponse","status":"completed","item":[
+	 {"linkId":"family","answer":[{"valueString":"Jerde"}]},
+	 {"linkId":"contact","item":[{"linkId":"contact-name","answer":[{"valueString":"Bo"}]},{"linkId":"contact-kind","answer":[{"valueCoding":{"system":"http://terminology.hl7.org/CodeSystem/v2-0131","code":"N"}}]}]},
+	 {"linkId":"contact","item":[]},
+	 {"linkId":"contact","item":[{"linkId":"contact-name","answer":[{"valueString":"Cy"}]},{"linkId":"contact-phone","answer":[{"valueString":"555-0100"}]}]}]}`)
+	b, issues, err := sdc.Extract(context.Background(), newRecords(), sdc.ExtractRequest{Response: qr, Questionnaire: q})
+	if err != nil || b == nil || len(issues) > 0 {
+		t.Fatalf("extract: %v\n%s", err, issuesText(issues))
+	}
+	want := `{"contact":[{"name":{"text":"Bo"},"relationship":[{"coding":[{"code":"N","system":"http://terminology.hl7.org/CodeSystem/v2-0131"}]}]},{"name":{"text":"Cy"},"telecom":[{"value":"555-0100"}]}],"name":[{"family":"Jerde"}],"resourceType":"Patient"}`
+	if got := jsonText(resourcesOf(t, b)[0]); got != want {
+		t.Errorf("patient\n got %s\nwant %s", got, want)
+	}
+}
