@@ -134,13 +134,14 @@ type evaluator struct {
 	now     time.Time
 	queries map[string]map[string]any // search results by query, run once each
 	ran     int
+	exprs   map[string]*fhirpath.Expr // compiled once each: calculations run again and again
 }
 
 func newEvaluator(d Data, l Limits, now time.Time) *evaluator {
 	if now.IsZero() {
 		now = time.Now()
 	}
-	return &evaluator{data: d, limits: l.withDefaults(), now: now, queries: map[string]map[string]any{}}
+	return &evaluator{data: d, limits: l.withDefaults(), now: now, queries: map[string]map[string]any{}, exprs: map[string]*fhirpath.Expr{}}
 }
 
 // env is the FHIRPath environment of one evaluation: %resource is the
@@ -151,9 +152,13 @@ func (ev *evaluator) env(resource map[string]any, vars map[string][]fhirpath.Nod
 
 // fhirpath evaluates a FHIRPath expression over focus.
 func (ev *evaluator) fhirpath(ctx context.Context, src string, resource map[string]any, vars map[string][]fhirpath.Node, focus []fhirpath.Node) ([]fhirpath.Node, error) {
-	e, err := fhirpath.Compile(src)
-	if err != nil {
-		return nil, err
+	e, ok := ev.exprs[src]
+	if !ok {
+		var err error
+		if e, err = fhirpath.Compile(src); err != nil {
+			return nil, err
+		}
+		ev.exprs[src] = e
 	}
 	return e.Eval(ctx, ev.env(resource, vars), focus)
 }
