@@ -22,9 +22,9 @@ const maxCalculationRounds = 10
 // encounter, user…) and the resource it stands for, given inline or by
 // reference.
 type LaunchContext struct {
-	Name      string
-	Reference string // read through Data when Resource is nil
-	Resource  map[string]any
+	Name      string         // the launch context's name: patient, encounter, user…
+	Reference string         // read through Data when Resource is nil
+	Resource  map[string]any // the resource itself
 }
 
 // PopulateRequest is the input of Populate.

@@ -243,8 +243,8 @@ func (ev *evaluator) search(ctx context.Context, q string) (map[string]any, erro
 // server refused, a store that did not answer): the caller's to report,
 // not the form's.
 type DataError struct {
-	Op  string
-	Err error
+	Op  string // what was asked of the Data: "search Observation?code=…"
+	Err error  // the Data's error
 }
 
 // Error names the operation on the Data and its failure.

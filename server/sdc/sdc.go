@@ -24,8 +24,11 @@ import (
 
 // OperationDefinition canonicals of the SDC operations.
 const (
+	// PopulateDefinition defines Questionnaire $populate.
 	PopulateDefinition = "http://hl7.org/fhir/uv/sdc/OperationDefinition/Questionnaire-populate"
-	ExtractDefinition  = "http://hl7.org/fhir/uv/sdc/OperationDefinition/QuestionnaireResponse-extract"
+	// ExtractDefinition defines QuestionnaireResponse $extract.
+	ExtractDefinition = "http://hl7.org/fhir/uv/sdc/OperationDefinition/QuestionnaireResponse-extract"
+	// AssembleDefinition defines Questionnaire $assemble.
 	AssembleDefinition = "http://hl7.org/fhir/uv/sdc/OperationDefinition/Questionnaire-assemble"
 )
 
@@ -56,8 +59,8 @@ type Request struct {
 // Error refuses an operation request: the HTTP status and the issues of
 // the OperationOutcome that answers it.
 type Error struct {
-	Status int
-	Issues []fhirschema.Issue
+	Status int                // 400, 404, 409 or 422
+	Issues []fhirschema.Issue // what was wrong, each located in the request or the form
 }
 
 // Error is the first issue's text.
