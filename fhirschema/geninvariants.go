@@ -77,6 +77,10 @@ var corrections = map[string]string{
 	"DomainResource dom-3": "contained.empty() or contained.where(descendants().where(reference = '#' or ofType(canonical) = '#').exists().not()).select('#' + id).subsetOf(%resource.descendants().select(reference | ofType(canonical) | ofType(uri) | ofType(url)))",
 	// Boolean is System.Boolean, which no FHIR element is; R5 says boolean.
 	"Questionnaire.item.enableWhen que-7": "operator = 'exists' implies (answer is boolean)",
+	// start <= end is empty for values of different precision (1990 and
+	// 1990-06), which broke a period that ends after it starts; R5
+	// compares the boundaries.
+	"Period per-1": "start.hasValue().not() or end.hasValue().not() or (start.lowBoundary() <= end.highBoundary())",
 	// The rule's text says "more than one enableWhen"; R4's expression
 	// counts more than two. R4B and R5 say "> 1".
 	"Questionnaire.item que-12": "enableWhen.count() > 1 implies enableBehavior.exists()",

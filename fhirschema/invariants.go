@@ -45,13 +45,16 @@ type invariant struct {
 	// walk cannot tell it (a backbone element: Patient.contact); "" for
 	// the element's own type.
 	focus string
-	// surely, when set, tells without FHIRPath that the invariant holds
-	// for a value; when it cannot tell, expr decides.
-	surely func(v any) bool
+	// native, when set, tells without FHIRPath whether the invariant
+	// holds for a value; when it cannot tell (known false), expr decides.
+	native func(v any) (holds, known bool)
 }
 
 // shortcuts are the invariants with a native test of their common case.
-var shortcuts = map[string]func(v any) bool{"dom-3": containedReferenced}
+var shortcuts = map[string]func(v any) (holds, known bool){
+	"dom-3": func(v any) (bool, bool) { ok := containedReferenced(v); return ok, ok },
+	"per-1": periodInOrder,
+}
 
 // containedReferenced tells that every contained resource of a resource
 // is referred to by a "reference" element below it ('#' + its id among
@@ -172,7 +175,7 @@ func (t *invariantTable) compile(byPath map[string][][4]string) map[string][]*in
 				exprs[c[3]] = expr
 			}
 			if expr != nil {
-				out[path] = append(out[path], &invariant{key: c[0], severity: c[1], human: c[2], source: sdPrefix + root, expr: expr, surely: shortcuts[c[0]]})
+				out[path] = append(out[path], &invariant{key: c[0], severity: c[1], human: c[2], source: sdPrefix + root, expr: expr, native: shortcuts[c[0]]})
 			}
 		}
 	}
@@ -370,8 +373,10 @@ func (w *walker) checkInvariants() {
 // constraint's result: one boolean is the verdict, an empty result is
 // false, and any other non-empty result is true.
 func (inv *invariant) holds(ctx context.Context, env *fhirpath.Env, node fhirpath.Node) (bool, error) {
-	if inv.surely != nil && inv.surely(node.Value) {
-		return true, nil
+	if inv.native != nil {
+		if holds, known := inv.native(node.Value); known {
+			return holds, nil
+		}
 	}
 	out, err := inv.expr.Eval(ctx, env, []fhirpath.Node{node})
 	if err != nil {

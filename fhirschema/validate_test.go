@@ -56,7 +56,7 @@ func TestValidationReportsEachProblemWithItsFHIRPath(t *testing.T) {
 		{"narrative that is not a div", "Patient", `{"resourceType":"Patient","text":{"status":"generated","div":"<span>x</span>"}}`, "invalid", "Patient.text.div"},
 		{"narrative with text after the div", "Patient", `{"resourceType":"Patient","text":{"status":"generated","div":"<div>x</div>tail"}}`, "invalid", "Patient.text.div"},
 		{"narrative in another namespace", "Patient", `{"resourceType":"Patient","text":{"status":"generated","div":"<div xmlns=\"urn:x\">x</div>"}}`, "invalid", "Patient.text.div"},
-		{"narrative with an HTML entity", "Patient", `{"resourceType":"Patient","text":{"status":"generated","div":"<div>&nbsp;</div>"}}`, "invalid", "Patient.text.div"},
+		{"narrative with an entity XHTML does not define", "Patient", `{"resourceType":"Patient","text":{"status":"generated","div":"<div>&bogus;</div>"}}`, "invalid", "Patient.text.div"},
 		{"bad narrative of a contained resource", "Patient", `{"resourceType":"Patient","contained":[{"resourceType":"Organization","id":"o","text":{"status":"generated","div":"<div><b></div>"}}]}`, "invalid", "Patient.contained[0].text.div"},
 		{"bad narrative of a Bundle entry", "Bundle", `{"resourceType":"Bundle","type":"collection","entry":[{"resource":{"resourceType":"Patient","text":{"status":"generated","div":"<div>"}}}]}`, "invalid", "Bundle.entry[0].resource.text.div"},
 		{"unknown nested resource type", "Bundle", `{"resourceType":"Bundle","type":"batch","entry":[{"resource":{"resourceType":"Nope"}}]}`, "invalid", "Bundle.entry[0].resource.resourceType"},

@@ -19,7 +19,8 @@ func CheckXHTML(s string) (declared bool, err error) {
 		return false, fmt.Errorf("the narrative must be a single div element")
 	}
 	d := xml.NewDecoder(strings.NewReader(s))
-	d.Strict = true // no entities beyond XML's five
+	d.Strict = true
+	d.Entity = xml.HTMLEntity // XHTML 1.0's named entities; any other is an error
 	var open []xml.Name
 	for {
 		tok, err := d.RawToken()

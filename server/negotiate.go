@@ -164,11 +164,17 @@ func (s *Server) readLimited(c *gin.Context) ([]byte, error) {
 	if err != nil {
 		return nil, fail(http.StatusBadRequest, "structure", "could not read the request body", "")
 	}
+	// Windows tools and integration engines start UTF-8 with a byte order
+	// mark, which neither JSON nor the resource itself holds.
+	body = bytes.TrimPrefix(body, utf8BOM)
 	if len(bytes.TrimSpace(body)) == 0 {
 		return nil, fail(http.StatusBadRequest, "structure", "the request body is empty", "")
 	}
 	return body, nil
 }
+
+// utf8BOM is the byte order mark in UTF-8.
+var utf8BOM = []byte{0xEF, 0xBB, 0xBF}
 
 func (s *Server) tooLarge() error {
 	return fail(http.StatusRequestEntityTooLarge, "too-costly", fmt.Sprintf("the request body is larger than %d bytes", s.cfg.MaxBodyBytes), "")

@@ -121,7 +121,7 @@ func TestJSONThatXMLCannotCarryIsAnError(t *testing.T) {
 		{"an array where one value belongs", `{"resourceType":"Patient","gender":["male"]}`, "Patient.gender"},
 		{"an extension of Extension.url", `{"resourceType":"Patient","extension":[{"url":"u","_url":{"id":"x"},"valueString":"s"}]}`, "Patient.extension[0]._url"},
 		{"a malformed narrative", `{"resourceType":"Patient","text":{"status":"generated","div":"<div xmlns=\"http://www.w3.org/1999/xhtml\"><p></div>"}}`, "Patient.text.div"},
-		{"entities in the narrative", `{"resourceType":"Patient","text":{"status":"generated","div":"<div xmlns=\"http://www.w3.org/1999/xhtml\">&nbsp;</div>"}}`, "Patient.text.div"},
+		{"an undefined entity in the narrative", `{"resourceType":"Patient","text":{"status":"generated","div":"<div xmlns=\"http://www.w3.org/1999/xhtml\">&bogus;</div>"}}`, "Patient.text.div"},
 		{"null in a single value", `{"resourceType":"Patient","gender":null}`, "Patient.gender"},
 	}
 	for _, c := range cases {
@@ -143,6 +143,24 @@ func TestANarrativeWithoutItsNamespaceGetsIt(t *testing.T) {
 	}
 	if !strings.Contains(string(x), `<div xmlns="http://www.w3.org/1999/xhtml"><p>x</p></div>`) {
 		t.Fatalf("div without namespace: %s", x)
+	}
+}
+
+func TestXHTMLNamedEntitiesReadAndWriteAsXMLCanCarryThem(t *testing.T) {
+	in := `<Patient xmlns="http://hl7.org/fhir"><text><status value="generated"/><div xmlns="http://www.w3.org/1999/xhtml">Caf&eacute;&nbsp;&reg; &amp; co</div></text></Patient>`
+	j, err := ToJSON([]byte(in))
+	if err != nil {
+		t.Fatalf("named entities in the narrative: %v", err)
+	}
+	x, err := FromJSON(j, WriteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(x), `Caf&#233;&#160;&#174; &amp; co</div>`) {
+		t.Fatalf("the XML written keeps named entities an XML reader cannot resolve: %s", x)
+	}
+	if _, err := ToJSON([]byte(strings.Replace(in, "&reg;", "&bogus;", 1))); err == nil {
+		t.Fatal("an undefined entity is accepted")
 	}
 }
 

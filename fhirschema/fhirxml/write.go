@@ -1,8 +1,10 @@
 package fhirxml
 
 import (
+	"encoding/xml"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -331,13 +333,42 @@ func (w *xmlWriter) div(v *jsonNode, path string) error {
 	if err != nil {
 		return errorAt(path, "the narrative is not well-formed XHTML: "+err.Error())
 	}
+	div := v.str
+	if strings.Contains(div, "&") {
+		div = numericEntities(div)
+	}
 	if declared {
-		w.b = append(w.b, v.str...)
+		w.b = append(w.b, div...)
 		return nil
 	}
 	w.b = append(w.b, `<div xmlns="`+XHTMLNamespace+`"`...)
-	w.b = append(w.b, v.str[len("<div"):]...)
+	w.b = append(w.b, div[len("<div"):]...)
 	return nil
+}
+
+// namedEntity is a named character reference.
+var namedEntity = regexp.MustCompile(`&([A-Za-z][A-Za-z0-9]*);`)
+
+// numericEntities rewrites the XHTML named entities of a narrative
+// (&nbsp;) as numeric character references (&#160;): an XML document
+// without a DTD knows only XML's five.
+func numericEntities(s string) string {
+	return namedEntity.ReplaceAllStringFunc(s, func(m string) string {
+		name := m[1 : len(m)-1]
+		switch name {
+		case "amp", "lt", "gt", "quot", "apos":
+			return m
+		}
+		text, ok := xml.HTMLEntity[name]
+		if !ok {
+			return m
+		}
+		var b strings.Builder
+		for _, r := range text {
+			fmt.Fprintf(&b, "&#%d;", r)
+		}
+		return b.String()
+	})
 }
 
 // startTag writes "<name" (the caller closes the tag).
