@@ -10,6 +10,11 @@ import (
 // DefaultMaxAssembleDepth bounds how deeply sub-questionnaires nest.
 const DefaultMaxAssembleDepth = 10
 
+// DefaultMaxModules bounds how many sub-questionnaires one assembly
+// inlines: modules used more than once are inlined each time, so nesting
+// alone does not bound the work.
+const DefaultMaxModules = 500
+
 // AssembleRequest is the input of Assemble.
 type AssembleRequest struct {
 	// Questionnaire is the root form.
@@ -17,6 +22,9 @@ type AssembleRequest struct {
 	// MaxDepth bounds the nesting of sub-questionnaires (default
 	// DefaultMaxAssembleDepth).
 	MaxDepth int
+	// MaxModules bounds the sub-questionnaires inlined (default
+	// DefaultMaxModules).
+	MaxModules int
 }
 
 // Assemble inlines a modular form: each display item carrying
@@ -33,9 +41,12 @@ func Assemble(ctx context.Context, d Data, req AssembleRequest) (map[string]any,
 	if root == nil || root["resourceType"] != "Questionnaire" {
 		return nil, []fhirschema.Issue{issue("error", "required", "Questionnaire", "no Questionnaire to assemble")}, nil
 	}
-	a := &assembler{data: d, maxDepth: req.MaxDepth}
+	a := &assembler{data: d, maxDepth: req.MaxDepth, maxModules: req.MaxModules, modules: map[string]map[string]any{}}
 	if a.maxDepth <= 0 {
 		a.maxDepth = DefaultMaxAssembleDepth
+	}
+	if a.maxModules <= 0 {
+		a.maxModules = DefaultMaxModules
 	}
 	out := fhirschema.CopyJSON(root).(map[string]any)
 	for k, ext := range objects(out["extension"]) {
@@ -74,11 +85,14 @@ func Assemble(ctx context.Context, d Data, req AssembleRequest) (map[string]any,
 
 // assembler assembles one form.
 type assembler struct {
-	data      Data
-	maxDepth  int
-	out       map[string]any
-	issues    []fhirschema.Issue
-	assembled bool
+	data       Data
+	maxDepth   int
+	maxModules int
+	inlined    int
+	modules    map[string]map[string]any // by canonical, each found once
+	out        map[string]any
+	issues     []fhirschema.Issue
+	assembled  bool
 }
 
 func (a *assembler) add(is fhirschema.Issue) { a.issues = append(a.issues, is) }
@@ -139,14 +153,18 @@ func (a *assembler) module(ctx context.Context, it, ext map[string]any, at strin
 	case depth >= a.maxDepth:
 		a.add(issue("error", "too-costly", at, "item %s: sub-questionnaires nest more than %d deep", linkID, a.maxDepth))
 		return keep(), nil
+	case a.inlined >= a.maxModules:
+		a.add(issue("error", "too-costly", at, "item %s: the form inlines more than %d sub-questionnaires", linkID, a.maxModules))
+		return keep(), nil
 	}
-	var sub map[string]any
-	if a.data != nil {
-		found, err := a.data.Questionnaire(ctx, canonical)
+	a.inlined++
+	sub, found := a.modules[canonical]
+	if !found && a.data != nil {
+		q, err := a.data.Questionnaire(ctx, canonical)
 		if err != nil {
 			return nil, &DataError{Op: "find Questionnaire " + canonical, Err: err}
 		}
-		sub = found
+		sub, a.modules[canonical] = q, q
 	}
 	if sub == nil {
 		a.add(issue("error", "not-found", at, "item %s: the sub-questionnaire %s is not known", linkID, canonical))

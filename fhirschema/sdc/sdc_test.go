@@ -606,3 +606,20 @@ func TestExtractByDefinitionOpensAnElementPerRepeatedGroup(t *testing.T) {
 		t.Errorf("patient\n got %s\nwant %s", got, want)
 	}
 }
+
+func TestAssembleIsBoundedWhenModulesMultiply(t *testing.T) {
+	// Each level uses the next twice: 2^9 copies of the last one.
+	var forms []map[string]any
+	for i := range 10 {
+		items := `[{"linkId":"q","type":"string"}]`
+		if i < 9 {
+			next := `{"linkId":"m","type":"display","extension":[{"url":"` + subQ + `","valueCanonical":"http://example.org/q/level` + string(rune('1'+i)) + `"}]}`
+			items = "[" + next + "," + next + "]"
+		}
+		forms = append(forms, decode(t, `{"resourceType":"Questionnaire","id":"level`+string(rune('0'+i))+`","url":"http://example.org/q/level`+string(rune('0'+i))+`","status":"active","item":`+items+`}`))
+	}
+	out, issues, err := sdc.Assemble(context.Background(), newRecords(forms...), sdc.AssembleRequest{Questionnaire: forms[0], MaxModules: 100})
+	if err != nil || out != nil || !strings.Contains(issuesText(issues), "more than 100 sub-questionnaires") {
+		t.Fatalf("out %v, err %v, issues:\n%.500s", out != nil, err, issuesText(issues))
+	}
+}
