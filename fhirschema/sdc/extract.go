@@ -57,6 +57,9 @@ func Extract(ctx context.Context, d Data, req ExtractRequest) (map[string]any, [
 	x := &extractor{ev: newEvaluator(d, req.Limits, req.Now), q: q, qr: qr, qitems: map[string]qitem{}}
 	x.index(objects(q["item"]), "Questionnaire", nil)
 	x.vars = map[string][]fhirpath.Node{"questionnaire": {fhirpath.ResourceNode(q)}}
+	if err := x.launchContexts(ctx); err != nil {
+		return nil, nil, err
+	}
 	for k, ext := range objects(q["extension"]) {
 		if ext["url"] != ExtVariable {
 			continue
@@ -81,6 +84,31 @@ func Extract(ctx context.Context, d Data, req ExtractRequest) (map[string]any, [
 		return nil, x.issues, nil
 	}
 	return map[string]any{"resourceType": "Bundle", "type": "transaction", "entry": x.entries}, x.issues, nil
+}
+
+// launchContexts binds the launch contexts the form declares for the
+// expressions of extraction: the patient is the response's subject when
+// that is a Patient; the others are empty, the request that filled the
+// form being over.
+func (x *extractor) launchContexts(ctx context.Context) error {
+	for _, ext := range extensions(x.q, ExtLaunchContext) {
+		if name := launchContextName(ext); name != "" {
+			x.vars[name] = nil
+		}
+	}
+	subject, _ := x.qr["subject"].(map[string]any)
+	ref := str(subject["reference"])
+	if !strings.HasPrefix(ref, "Patient/") || x.ev.data == nil {
+		return nil
+	}
+	patient, err := x.ev.data.Read(ctx, ref)
+	if err != nil {
+		return &DataError{Op: "read " + ref, Err: err}
+	}
+	if patient != nil {
+		x.vars["patient"] = []fhirpath.Node{fhirpath.ResourceNode(patient)}
+	}
+	return nil
 }
 
 // qitem is an item of the form with the items it is nested in.

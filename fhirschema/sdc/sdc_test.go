@@ -623,3 +623,25 @@ func TestAssembleIsBoundedWhenModulesMultiply(t *testing.T) {
 		t.Fatalf("out %v, err %v, issues:\n%.500s", out != nil, err, issuesText(issues))
 	}
 }
+
+func TestExtractExpressionsSeeThePatient(t *testing.T) {
+	const sd = "http://hl7.org/fhir/StructureDefinition/RelatedPerson"
+	q := decode(t, `{"resourceType":"Questionnaire","status":"active",
+	 "extension":[{"url":"http://hl7.org/fhir/uv/sdc/StructureDefinition/sdc-questionnaire-launchContext","extension":[{"url":"name","valueCoding":{"code":"patient"}},{"url":"type","valueCode":"Patient"}]},
+	  {"url":"http://hl7.org/fhir/uv/sdc/StructureDefinition/sdc-questionnaire-launchContext","extension":[{"url":"name","valueCoding":{"code":"user"}},{"url":"type","valueCode":"Practitioner"}]}],
+	 "item":[{"linkId":"spouse","type":"group",
+	   "extension":[{"url":"http://hl7.org/fhir/uv/sdc/StructureDefinition/sdc-questionnaire-definitionExtract","extension":[{"url":"definition","valueCanonical":"`+sd+`"}]},
+	    {"url":"http://hl7.org/fhir/uv/sdc/StructureDefinition/sdc-questionnaire-definitionExtractValue","extension":[{"url":"definition","valueCanonical":"`+sd+`#RelatedPerson.name.family"},{"url":"expression","valueExpression":{"language":"text/fhirpath","expression":"%patient.name.family"}}]},
+	    {"url":"http://hl7.org/fhir/uv/sdc/StructureDefinition/sdc-questionnaire-definitionExtractValue","extension":[{"url":"definition","valueCanonical":"`+sd+`#RelatedPerson.telecom.value"},{"url":"expression","valueExpression":{"language":"text/fhirpath","expression":"%user.telecom.value"}}]},
+	    {"url":"http://hl7.org/fhir/uv/sdc/StructureDefinition/sdc-questionnaire-definitionExtractValue","extension":[{"url":"definition","valueCanonical":"`+sd+`#RelatedPerson.patient"},{"url":"expression","valueExpression":{"language":"text/fhirpath","expression":"%resource.subject"}}]}],
+	   "item":[{"linkId":"given","type":"string","definition":"`+sd+`#RelatedPerson.name.given"}]}]}`)
+	qr := decode(t, `{"resourceType":"QuestionnaireResponse","status":"completed","subject":{"reference":"Patient/p1"},"item":[{"linkId":"spouse","item":[{"linkId":"given","answer":[{"valueString":"Bo"}]}]}]}`)
+	b, issues, err := sdc.Extract(context.Background(), patientRecord(t), sdc.ExtractRequest{Response: qr, Questionnaire: q})
+	if err != nil || b == nil || len(issues) > 0 {
+		t.Fatalf("extract: %v\n%s", err, issuesText(issues))
+	}
+	want := `{"name":[{"family":"Jerde","given":["Bo"]}],"patient":{"reference":"Patient/p1"},"resourceType":"RelatedPerson"}`
+	if got := jsonText(resourcesOf(t, b)[0]); got != want {
+		t.Errorf("related person\n got %s\nwant %s", got, want)
+	}
+}
