@@ -37,6 +37,7 @@ func (s *Server) mountConsole(e *gin.Engine) {
 	}
 	e.GET(console.Prefix+"*path", serve)
 	e.HEAD(console.Prefix+"*path", serve)
+	e.POST(console.Prefix+"*path", serve) // the API's expressions; files answer 405
 }
 
 // consoleSession is the authenticated caller, for the console's API.

@@ -56,9 +56,16 @@ const countWorkers = 4
 // serveAPI answers the console's JSON API; the caller is authenticated.
 func (c *Console) serveAPI(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
-	if r.Method != http.MethodGet {
-		w.Header().Set("Allow", "GET")
-		writeAPIError(w, http.StatusMethodNotAllowed, "only GET is allowed")
+	name := strings.TrimPrefix(r.URL.Path, apiPrefix)
+	// Expressions are evaluated over what the form sends; every other
+	// endpoint only reads.
+	method := http.MethodGet
+	if name == "expressions" {
+		method = http.MethodPost
+	}
+	if r.Method != method {
+		w.Header().Set("Allow", method)
+		writeAPIError(w, http.StatusMethodNotAllowed, "only "+method+" is allowed")
 		return
 	}
 	sess, ok := c.opts.Session(r)
@@ -66,11 +73,13 @@ func (c *Console) serveAPI(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, http.StatusUnauthorized, "a bearer token is required")
 		return
 	}
-	switch name := strings.TrimPrefix(r.URL.Path, apiPrefix); {
+	switch {
 	case name == "overview":
 		c.serveOverview(w, r, sess)
 	case strings.HasPrefix(name, "references/"):
 		c.serveReferences(w, strings.TrimPrefix(name, "references/"))
+	case name == "expressions":
+		c.serveExpressions(w, r)
 	case name == "changes":
 		c.serveChanges(w, r, sess)
 	case strings.HasPrefix(name, "referrers/"):

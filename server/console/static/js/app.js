@@ -1,6 +1,7 @@
 // The console: a hash router over a handful of views. Routes:
 //   #/  #/signin  #/search/Type?query  #/r/Type/id[?tab=]  #/r/Type/id/_history/v
 //   #/new/Type  #/edit/Type/id  #/upload  #/export  #/chart/patientId  #/views
+//   #/assess/patientId[/formId]  #/fill/responseId  #/response/responseId
 import {h, clear, message, enc} from './dom.js';
 import * as api from './api.js';
 import {signinView} from './views/signin.js';
@@ -12,6 +13,8 @@ import {uploadView} from './views/upload.js';
 import {exportView, exportAvailable} from './views/export.js';
 import {chartView} from './views/chart.js';
 import {viewsView} from './views/views.js';
+import {assessView} from './views/assessment.js';
+import {responseView} from './views/response.js';
 
 // session is what the server said about the signed-in caller (overview).
 export const session = {overview: null, access: new Map(), loadedAt: 0};
@@ -49,6 +52,7 @@ function resumeSession() {
 const views = {
   '': homeView, signin: signinView, search: searchView, r: resourceView,
   new: editView, edit: editView, upload: uploadView, export: exportView, chart: chartView, views: viewsView,
+  assess: assessView, fill: assessView, response: responseView,
 };
 
 // parseHash splits the location hash into path parts and query.

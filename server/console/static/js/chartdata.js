@@ -192,11 +192,21 @@ export function vitalSigns(observations) {
         continue;
       }
       raw.get(hit.chart.key).push({series: series.key, t: when.t, date: when.raw, id: o.id, value: el.valueQuantity.value,
-        unit: u.key, rr: el.referenceRange});
+        unit: u.key, rr: el.referenceRange, from: responseOf(o)});
     }
   }
   const charts = VITALS.map((c) => chartOf(c, raw.get(c.key)));
   return {charts, leftOut, other};
+}
+
+// responseOf is the id of the QuestionnaireResponse an Observation was
+// extracted from (its derivedFrom), or ''.
+function responseOf(o) {
+  for (const d of o.derivedFrom || []) {
+    const m = /(?:^|\/)QuestionnaireResponse\/([A-Za-z0-9\-.]{1,64})$/.exec((d && d.reference) || '');
+    if (m) return m[1];
+  }
+  return '';
 }
 
 // chartOf picks a chart's unit (the one most of its readings use, the
@@ -210,6 +220,7 @@ function chartOf(c, readings) {
   const series = c.series.map((s) => ({key: s.key, label: s.label, points: []}));
   for (const r of readings) {
     const p = {t: r.t, date: r.date, id: r.id, value: convert(r.value, r.unit, unit)};
+    if (r.from) p.from = r.from;
     if (r.unit !== unit) {
       p.recorded = {value: r.value, unit: r.unit};
       converted.set(r.unit, (converted.get(r.unit) || 0) + 1);

@@ -9,6 +9,7 @@ import * as api from '../api.js';
 import * as data from '../chartdata.js';
 import {fmtDay, fmtWhen, fmtTime} from '../svg.js';
 import {vitalsSection, labsSection, timelineSection} from './chartviz.js';
+import {can} from '../app.js';
 
 // SEARCHES are the searches of a chart, sent in one batch Bundle after
 // the read of the Patient. Vital signs and laboratory results come from
@@ -196,7 +197,7 @@ function humanName(n) {
   return [(n.prefix || []).join(' '), (n.given || []).join(' '), n.family || '', (n.suffix || []).join(' ')].filter(Boolean).join(' ');
 }
 
-function patientName(p) {
+export function patientName(p) {
   const names = p.name || [];
   return humanName(names.find((n) => n.use === 'official') || names.find((n) => n.use !== 'old') || names[0]);
 }
@@ -239,6 +240,7 @@ function header(p, name) {
       h('h1', null, h('span', {id: 'chart-name'}, name), ' ', p.gender ? h('span', {class: 'badge', id: 'chart-gender'}, p.gender) : null,
         dead ? h('span', {class: 'badge deceased'}, 'deceased ' + day(p.deceasedDateTime)) : null),
       h('div', {class: 'actions no-print'},
+        can('QuestionnaireResponse', 'c') ? h('a', {class: 'button', id: 'chart-assess', href: '#/assess/' + enc(p.id)}, 'New assessment') : null,
         h('a', {class: 'button secondary', id: 'chart-resource', href: '#/r/Patient/' + enc(p.id)}, 'Patient resource'),
         h('button', {type: 'button', class: 'secondary', id: 'chart-print', onclick: () => window.print()}, 'Print'))),
     h('dl', {class: 'facts'},

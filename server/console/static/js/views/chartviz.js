@@ -79,9 +79,9 @@ function latestOf(c) {
       const same = s.points.filter((p) => p.id === top.id).pop() || s.points[s.points.length - 1];
       return same ? data.fmtNumber(same.value) : '–';
     });
-    return {text: parts.join('/') + ' ' + c.unitLabel, t: top.t, id: top.id};
+    return {text: parts.join('/') + ' ' + c.unitLabel, t: top.t, id: top.id, from: top.from};
   }
-  return {text: fmtValue(top.value, c.unitLabel), t: top.t, id: top.id};
+  return {text: fmtValue(top.value, c.unitLabel), t: top.t, id: top.id, from: top.from};
 }
 
 // vitalFigure is one chart: its title, its latest reading (over all
@@ -91,7 +91,8 @@ function vitalFigure(c, whole, domain) {
   const n = c.series.reduce((k, s) => k + s.points.length, 0);
   const fig = h('figure', {class: 'vital', id: 'vital-' + c.key, dataset: {points: n}},
     h('figcaption', null, h('strong', null, c.title),
-      latest ? [' ', h('a', {class: 'latest', id: 'latest-' + c.key, href: obsRoute(latest.id)}, latest.text), h('span', {class: 'muted'}, ' · ' + fmtDay(latest.t))] : h('span', {class: 'muted'}, ' no readings'),
+      latest ? [' ', h('a', {class: 'latest', id: 'latest-' + c.key, href: obsRoute(latest.id)}, latest.text), h('span', {class: 'muted'}, ' · ' + fmtDay(latest.t)),
+        latest.from ? [h('span', {class: 'muted'}, ' · '), h('a', {class: 'from-response', id: 'from-' + c.key, href: '#/response/' + enc(latest.from)}, 'assessment')] : null] : h('span', {class: 'muted'}, ' no readings'),
       c.series.length > 1 ? h('span', {class: 'legend'}, c.series.map((s, i) => h('span', {class: 'key s' + i}, s.label))) : null,
       whole.converted.length ? h('span', {class: 'converted muted'}, ' · ' + whole.converted.map((x) => x.count + ' in ' + x.from).join(', ') + ' converted to ' + c.unitLabel) : null));
   if (n === 0) {
