@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 )
 
 // loadVisitForm stores the sample visit assessment and its PHQ answer
@@ -207,7 +208,7 @@ func TestAssessmentFillSaveExtract(t *testing.T) {
 	if got := tb.text("#response-status"); got != "completed" {
 		t.Errorf("status %q", got)
 	}
-	for _, want := range []string{"Body weight (kg)", "85", "Several days", "Walked to the kitchen"} {
+	for _, want := range []string{"Body weight (kg)", "85 kg", "Several days", "Walked to the kitchen"} {
 		if !strings.Contains(tb.text("#response-items"), want) {
 			t.Errorf("the response page does not show %q", want)
 		}
@@ -409,5 +410,169 @@ func TestQuestionnaireExpressionsAreEvaluatedByTheConsoleAPI(t *testing.T) {
 	}
 	if status, _, _ := e.call(http.MethodGet, "/console/api/expressions", "", nil); status != http.StatusMethodNotAllowed {
 		t.Errorf("GET: %d", status)
+	}
+}
+
+// TestQuestionnaireEveryItemTypeIsAControl opens a form of every R4 item
+// type and item control (server/console/testdata) and fills it with the
+// keyboard and the mouse: each control has a label, the initial values
+// are there, read-only stays read-only, a repeating group grows and
+// shrinks, the reference picker searches, and the saved response holds
+// each answer in its FHIR type.
+func TestQuestionnaireEveryItemTypeIsAControl(t *testing.T) {
+	e := newEnv(t)
+	form, err := os.ReadFile(filepath.Join("testdata", "Questionnaire-every-type.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.fhir(http.MethodPut, "/Questionnaire/every-type", string(form), http.StatusCreated)
+	pid := visitPatient(t, e)
+	tb := newTab(t, e)
+	tb.signIn(e.token)
+	tb.visit("#/assess/" + pid + "/every-type")
+	tb.wait("#assessment-form")
+
+	// Every control is labelled: its own label, an aria-label, or the
+	// question labelling its group of options.
+	unlabelled := eval[[]string](tb, `[...document.querySelectorAll('#assessment-form input, #assessment-form select, #assessment-form textarea')]
+		.filter((c) => !(c.labels && c.labels.length) && !c.getAttribute('aria-label') && !c.closest('[aria-labelledby]'))
+		.map((c) => c.id || c.outerHTML)`)
+	if len(unlabelled) > 0 {
+		t.Errorf("controls without a label: %v", unlabelled)
+	}
+	controls := []struct{ linkID, selector string }{
+		{"visited", `input[type=radio]`},
+		{"temp", `input[type=number][step=any][min="30"][max="45"]`},
+		{"steps", `input[type=number][step="1"]`},
+		{"pain", `input[type=range][min="0"][max="10"]`},
+		{"day", `input[type=date]`},
+		{"when", `input[type=datetime-local]`},
+		{"at", `input[type=time]`},
+		{"who", `input[type=text][maxlength="40"]`},
+		{"site", `input[type=url]`},
+		{"summary", `textarea[readonly]`},
+		{"mood", `input[type=radio]`},
+		{"aids", `input[type=checkbox]`},
+		{"living", `select`},
+		{"lang", `input[role=combobox]`},
+		{"diet", `input[type=radio]`},
+		{"photo", `input[type=file]`},
+		{"seen", `input[role=combobox]`},
+		{"dose", `select`},
+	}
+	for _, c := range controls {
+		if !eval[bool](tb, `!!document.querySelector(`+jsString(item(c.linkID)+" "+c.selector)+`)`) {
+			t.Errorf("%s: no %s", c.linkID, c.selector)
+		}
+	}
+	if got := tb.text(item("who") + " .qhelp"); !strings.Contains(got, "full name") {
+		t.Errorf("the help text of 'Seen by' is %q", got)
+	}
+	if !eval[bool](tb, `document.querySelector(`+jsString(item("visited")+" input[value=true]")+`).checked`) {
+		t.Error("the initial Yes of 'Visit took place' is not checked")
+	}
+	if got := tb.text(`.qgroup[data-link-id="about"] .qgroup-title`); !strings.HasPrefix(got, "1. ") {
+		t.Errorf("the group's prefix: %q", got)
+	}
+
+	tb.setValue(item("temp")+" input", "37.2")
+	tb.setValue(item("steps")+" input", "1200")
+	tb.setValue(item("pain")+" input", "3")
+	tb.setValue(item("day")+" input", "2026-12-06")
+	tb.setValue(item("when")+" input", "2026-12-06T09:30")
+	tb.setValue(item("at")+" input", "14:00")
+	tb.setValue(item("who")+" input", "Ana Silva")
+	tb.setValue(item("site")+" input", "https://example.org/plan")
+	tb.choose("mood", "Fair")
+	tb.choose("aids", "cane")
+	tb.choose("aids", "walker")
+	tb.setValue(item("living")+" select", "1")
+	tb.choose("diet", "regular")
+	tb.setValue(item("diet")+" .qother input", "low salt")
+	tb.setValue(item("dose")+" input", "250")
+
+	// The language and the patient seen, picked with the keyboard.
+	tb.do("type a language", chromedp.Focus(chromedp.CSS(item("lang")+" input")), chromedp.SendKeys(chromedp.CSS(item("lang")+" input"), "pol"))
+	tb.waitFor(`document.querySelector(` + jsString(item("lang")+" [role=listbox] [role=option]") + `) && document.querySelector(` + jsString(item("lang")+" [role=listbox]") + `).textContent === 'Polish'`)
+	tb.do("pick it", chromedp.KeyEvent(kb.ArrowDown), chromedp.KeyEvent(kb.Enter))
+	tb.waitFor(`document.querySelector(` + jsString(item("lang")+" input") + `).value === 'Polish'`)
+	tb.do("type a name", chromedp.Focus(chromedp.CSS(item("seen")+" input")), chromedp.SendKeys(chromedp.CSS(item("seen")+" input"), "Okafor"))
+	tb.waitFor(`[...document.querySelectorAll(` + jsString(item("seen")+" [role=option]") + `)].some((o) => o.textContent.includes('Grace Okafor'))`)
+	tb.do("pick the patient", chromedp.KeyEvent(kb.ArrowDown), chromedp.KeyEvent(kb.Enter))
+
+	// A file.
+	file := filepath.Join(t.TempDir(), "wound.txt")
+	if err := os.WriteFile(file, []byte("healing well"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tb.do("attach", chromedp.SetUploadFiles(chromedp.CSS(item("photo")+" input"), []string{file}))
+	tb.waitFor(`document.querySelector(` + jsString(item("photo")) + `).textContent.includes('wound.txt')`)
+
+	// Two contacts, a third added and removed.
+	tb.setValue(`[data-link-id="contact-name"] input`, "Ruth")
+	tb.click(`[data-add="contacts"]`)
+	tb.waitFor(`document.querySelectorAll('.qgroup[data-link-id="contacts"]').length === 2`)
+	tb.do("name the second", chromedp.Evaluate[chromedp.Void](`(() => { const el = document.querySelectorAll('[data-link-id="contact-name"] input')[1];
+		el.value = 'Sam'; el.dispatchEvent(new Event('input', {bubbles: true})); })()`))
+	tb.setValue(`[data-link-id="contact-phone"] input`, "555-0100")
+	tb.click(`[data-add="contacts"]`)
+	tb.waitFor(`document.querySelectorAll('.qgroup[data-link-id="contacts"]').length === 3`)
+	tb.do("remove the third", chromedp.Evaluate[chromedp.Void](`document.querySelectorAll('.qgroup[data-link-id="contacts"] .remove')[2].click()`))
+	tb.waitFor(`document.querySelectorAll('.qgroup[data-link-id="contacts"]').length === 2`)
+
+	tb.click("#save-draft")
+	tb.waitFor(`document.querySelector('#save-status').textContent.startsWith('Draft saved') || document.querySelector('#form-errors').textContent !== ''`)
+	if errs := tb.text("#form-errors"); errs != "" {
+		t.Fatalf("the draft was refused: %s", errs)
+	}
+	qrID := strings.TrimPrefix(eval[string](tb, `location.hash`), "#/fill/")
+	qr := e.fhir(http.MethodGet, "/QuestionnaireResponse/"+qrID, "", http.StatusOK)
+	answers := map[string][]string{}
+	var walk func(items []any)
+	walk = func(items []any) {
+		for _, it := range items {
+			id := str(it, "linkId")
+			for _, a := range asList(walkJSON(it, "answer")) {
+				b, _ := json.Marshal(a)
+				answers[id] = append(answers[id], string(b))
+				walk(asList(walkJSON(a, "item")))
+			}
+			walk(asList(walkJSON(it, "item")))
+		}
+	}
+	walk(asList(qr["item"]))
+	want := map[string]string{
+		"visited":       `{"valueBoolean":true}`,
+		"temp":          `{"valueDecimal":37.2}`,
+		"steps":         `{"valueInteger":1200}`,
+		"pain":          `{"valueInteger":3}`,
+		"day":           `{"valueDate":"2026-12-06"}`,
+		"at":            `{"valueTime":"14:00:00"}`,
+		"who":           `{"valueString":"Ana Silva"}`,
+		"site":          `{"valueUri":"https://example.org/plan"}`,
+		"summary":       `{"valueString":"Stable."}`,
+		"mood":          `{"valueCoding":{"code":"fair","display":"Fair","system":"http://fhirstore.example/cs/mood"}}`,
+		"aids":          `{"valueString":"cane"} {"valueString":"walker"}`,
+		"living":        `{"valueString":"with family"}`,
+		"lang":          `{"valueString":"Polish"}`,
+		"diet":          `{"valueString":"low salt"}`,
+		"seen":          `{"valueReference":{"display":"Grace Okafor","reference":"Patient/` + pid + `"}}`,
+		"dose":          `{"valueQuantity":{"code":"mg","system":"http://unitsofmeasure.org","unit":"mg","value":250}}`,
+		"contact-name":  `{"valueString":"Ruth"} {"valueString":"Sam"}`,
+		"contact-phone": `{"valueString":"555-0100"}`,
+	}
+	for id, w := range want {
+		if got := strings.Join(answers[id], " "); got != w {
+			t.Errorf("%s: saved %s, want %s", id, got, w)
+		}
+	}
+	if got := strings.Join(answers["when"], ""); !strings.Contains(got, `"valueDateTime":"2026-12-06T09:30:00`) {
+		t.Errorf("when: saved %s", got)
+	}
+	if got := strings.Join(answers["photo"], ""); !strings.Contains(got, `"title":"wound.txt"`) || !strings.Contains(got, `"data":"aGVhbGluZyB3ZWxs"`) {
+		t.Errorf("photo: saved %s", got)
+	}
+	if n := len(asList(walkJSON(qr, "item", 2, "item"))); n < 4 {
+		t.Errorf("the group 'More' holds %d items, want the photo, patient, dose and two contacts", n)
 	}
 }
