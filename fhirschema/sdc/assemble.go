@@ -170,6 +170,10 @@ func (a *assembler) module(ctx context.Context, it, ext map[string]any, at strin
 		a.add(issue("error", "not-found", at, "item %s: the sub-questionnaire %s is not known", linkID, canonical))
 		return keep(), nil
 	}
+	if expect := extensions(sub, ExtAssembleExpectation); len(expect) == 1 && expect[0]["valueCode"] == "assemble-root" {
+		a.add(issue("error", "business-rule", at, "item %s: %s is a root form (assemble-root), not a module", linkID, canonical))
+		return keep(), nil
+	}
 	sub = fhirschema.CopyJSON(sub).(map[string]any)
 	list, err := a.items(ctx, objects(sub["item"]), at, append(slices.Clip(chain), canonical), depth+1)
 	if err != nil {

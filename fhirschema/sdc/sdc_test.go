@@ -454,11 +454,14 @@ func TestAssembleRefusesWhatItCannotResolve(t *testing.T) {
 	for _, row := range []struct{ name, items, wantAt string }{
 		{"an unknown module", `[{"linkId":"x","type":"string"},{"linkId":"m","type":"display","extension":[{"url":"` + subQ + `","valueCanonical":"http://example.org/q/none"}]}]`, "Questionnaire.item[1]"},
 		{"a module including itself", `[{"linkId":"m","type":"display","extension":[{"url":"` + subQ + `","valueCanonical":"http://example.org/q/self"}]}]`, "Questionnaire.item[0]"},
+		{"a root form as a module", `[{"linkId":"m","type":"display","extension":[{"url":"` + subQ + `","valueCanonical":"http://example.org/q/root-only"}]}]`, "Questionnaire.item[0]"},
 		{"a module on a question", `[{"linkId":"m","type":"string","extension":[{"url":"` + subQ + `","valueCanonical":"http://example.org/q/none"}]}]`, "Questionnaire.item[0]"},
 	} {
 		t.Run(row.name, func(t *testing.T) {
 			root := decode(t, `{"resourceType":"Questionnaire","url":"http://example.org/q/self","status":"active","item":`+row.items+`}`)
-			out, issues, err := sdc.Assemble(context.Background(), newRecords(), sdc.AssembleRequest{Questionnaire: root})
+			rootOnly := decode(t, `{"resourceType":"Questionnaire","id":"root-only","url":"http://example.org/q/root-only","status":"active",
+			 "extension":[{"url":"http://hl7.org/fhir/uv/sdc/StructureDefinition/sdc-questionnaire-assemble-expectation","valueCode":"assemble-root"}],"item":[{"linkId":"r","type":"string"}]}`)
+			out, issues, err := sdc.Assemble(context.Background(), newRecords(rootOnly), sdc.AssembleRequest{Questionnaire: root})
 			if err != nil || out != nil || !sdc.Failed(issues) || issues[0].Expression != row.wantAt {
 				t.Fatalf("out %v, err %v, issues:\n%s", out != nil, err, issuesText(issues))
 			}
