@@ -74,7 +74,7 @@ func Extract(ctx context.Context, d Data, req ExtractRequest) (map[string]any, [
 		}
 		x.vars[v.name] = nodes
 	}
-	if err := x.observations(objects(qr["item"]), "QuestionnaireResponse"); err != nil {
+	if err := x.observations(objects(qr["item"]), "QuestionnaireResponse", nil); err != nil {
 		return nil, x.issues, err
 	}
 	if err := x.definitions(ctx); err != nil {
@@ -153,9 +153,19 @@ func (x *extractor) inherited(qi qitem, u string) []map[string]any {
 	return extensions(x.q, u)
 }
 
+// groupObservation is the Observation a coded group is extracted as,
+// while its items are: they may be its components, its members or
+// derived from it. It is added to the Bundle once one is.
+type groupObservation struct {
+	obs     map[string]any
+	fullURL string
+	used    bool
+}
+
 // observations makes the Observations of the answers of items (at at)
-// and the items nested in them.
-func (x *extractor) observations(items []map[string]any, at string) error {
+// and the items nested in them; parent is the Observation of the coded
+// group they are in, nil outside one.
+func (x *extractor) observations(items []map[string]any, at string, parent *groupObservation) error {
 	for i, ri := range items {
 		iat := index(at+".item", i)
 		linkID := str(ri["linkId"])
@@ -164,54 +174,106 @@ func (x *extractor) observations(items []map[string]any, at string) error {
 			x.add(issue("warning", "not-found", iat, "item %s is not in the Questionnaire: nothing is extracted from it", linkID))
 			continue
 		}
-		if err := x.observations(objects(ri["item"]), iat); err != nil {
-			return err
+		mode, codes := x.extractMode(qi)
+		if qi.item["type"] == "group" {
+			inner := parent
+			if mode != "" && len(codes) > 0 {
+				inner = &groupObservation{obs: x.observationOf(qi, codes), fullURL: "urn:uuid:" + uuid.NewString()}
+			}
+			if err := x.observations(objects(ri["item"]), iat, inner); err != nil {
+				return err
+			}
+			if inner != parent && inner.used {
+				x.relate(inner.obs, inner.fullURL, mode, parent, qi)
+				x.entry(inner.obs, inner.fullURL, nil)
+			}
+			continue
 		}
 		for k, a := range objects(ri["answer"]) {
-			if err := x.observations(objects(a["item"]), index(iat+".answer", k)); err != nil {
+			if err := x.observations(objects(a["item"]), index(iat+".answer", k), parent); err != nil {
 				return err
 			}
 		}
-		if qi.item["type"] == "group" || qi.item["type"] == "display" {
+		if mode == "" || qi.item["type"] == "display" {
 			continue
-		}
-		codes := markedCodes(qi.item)
-		if codes == nil {
-			flag := x.inherited(qi, ExtObservationExtract)
-			if len(flag) == 0 || flag[0]["valueBoolean"] != true {
-				continue
-			}
-			codes = anyList(fhirschema.CopyJSON(qi.item["code"]))
 		}
 		if len(codes) == 0 {
 			x.add(issue("warning", "required", qi.at, "item %s has no code: no Observation is extracted from it", linkID))
 			continue
 		}
 		for k, a := range objects(ri["answer"]) {
-			obs := x.observation(qi, codes, a, index(iat+".answer", k))
-			if obs != nil {
-				x.entry(obs, "", nil)
+			typ, v := valueOf(a)
+			key, value := observationValue(typ, v, unitOf(qi.item))
+			if key == "" {
+				x.add(issue("warning", "not-supported", index(iat+".answer", k), "item %s: a %s answer has no Observation value: not extracted", linkID, typ))
+				continue
 			}
+			if mode == "component" && parent != nil {
+				parent.obs["component"] = append(anyList(parent.obs["component"]), map[string]any{"code": map[string]any{"coding": fhirschema.CopyJSON(codes)}, key: value})
+				parent.used = true
+				continue
+			}
+			obs := x.observationOf(qi, codes)
+			obs[key] = value
+			fullURL := "urn:uuid:" + uuid.NewString()
+			x.relate(obs, fullURL, mode, parent, qi)
+			x.entry(obs, fullURL, nil)
 		}
 	}
 	return nil
 }
 
-// observation is the Observation of one answer; nil (with a warning) when
-// the answer's type has no Observation value.
-func (x *extractor) observation(qi qitem, codes []any, answer map[string]any, at string) map[string]any {
-	linkID := str(qi.item["linkId"])
-	typ, v := valueOf(answer)
-	key, value := observationValue(typ, v, unitOf(qi.item))
-	if key == "" {
-		x.add(issue("warning", "not-supported", at, "item %s: a %s answer has no Observation value: not extracted", linkID, typ))
-		return nil
+// extractMode is how an item is extracted as an Observation: "" not at
+// all, "true" on its own, or its relationship to the Observation of the
+// group it is in (component, member, derived); and the codes of that
+// Observation. A relationship is the item's own; true is inherited from
+// the groups it is in and the form.
+func (x *extractor) extractMode(qi qitem) (string, []any) {
+	if codes := markedCodes(qi.item); codes != nil {
+		return "true", codes
 	}
+	codes := anyList(fhirschema.CopyJSON(qi.item["code"]))
+	if own := extension(qi.item, ExtObservationExtract); own != nil {
+		if code := str(own["valueCode"]); code != "" {
+			return code, codes
+		}
+		if own["valueBoolean"] == true {
+			return "true", codes
+		}
+		return "", nil
+	}
+	if flag := x.inherited(qi, ExtObservationExtract); len(flag) > 0 && flag[0]["valueBoolean"] == true {
+		return "true", codes
+	}
+	return "", nil
+}
+
+// relate links an extracted Observation to the Observation of its group
+// as mode says: a member of it, or derived from it.
+func (x *extractor) relate(obs map[string]any, fullURL, mode string, parent *groupObservation, qi qitem) {
+	if parent == nil || mode == "true" {
+		return
+	}
+	switch mode {
+	case "derived":
+		obs["derivedFrom"] = append(anyList(obs["derivedFrom"]), map[string]any{"reference": parent.fullURL})
+	case "member", "component": // a group is no component: it is a member
+		parent.obs["hasMember"] = append(anyList(parent.obs["hasMember"]), map[string]any{"reference": fullURL})
+	default:
+		x.add(issue("warning", "code-invalid", qi.at, "item %s: observationExtract %q is none of true, component, member and derived", str(qi.item["linkId"]), mode))
+		return
+	}
+	parent.used = true
+}
+
+// observationOf is the Observation of an item, without its value: its
+// codes and category, the response's subject, encounter, time and author,
+// and the response it is derived from.
+func (x *extractor) observationOf(qi qitem, codes []any) map[string]any {
 	obs := map[string]any{
 		"resourceType": "Observation",
 		"status":       "final",
 		"code":         map[string]any{"coding": fhirschema.CopyJSON(codes)},
-		key:            value,
 	}
 	var categories []any
 	for _, ext := range x.inherited(qi, ExtObservationCategory) {

@@ -648,3 +648,46 @@ func TestExtractExpressionsSeeThePatient(t *testing.T) {
 		t.Errorf("related person\n got %s\nwant %s", got, want)
 	}
 }
+
+func TestExtractRelatesItemsToTheirGroupsObservation(t *testing.T) {
+	const oe = "http://hl7.org/fhir/uv/sdc/StructureDefinition/sdc-questionnaire-observationExtract"
+	q := decode(t, `{"resourceType":"Questionnaire","status":"active","item":[
+	 {"linkId":"bp","type":"group","code":[{"system":"http://loinc.org","code":"85354-9"}],"extension":[{"url":"`+oe+`","valueBoolean":true}],"item":[
+	  {"linkId":"sys","type":"integer","code":[{"system":"http://loinc.org","code":"8480-6"}],"extension":[{"url":"`+oe+`","valueCode":"component"}]},
+	  {"linkId":"dia","type":"integer","code":[{"system":"http://loinc.org","code":"8462-4"}],"extension":[{"url":"`+oe+`","valueCode":"component"}]}]},
+	 {"linkId":"phq2","type":"group","code":[{"system":"http://loinc.org","code":"55757-9"}],"extension":[{"url":"`+oe+`","valueBoolean":true}],"item":[
+	  {"linkId":"q1","type":"coding","code":[{"system":"http://loinc.org","code":"44250-9"}],"extension":[{"url":"`+oe+`","valueCode":"member"}]},
+	  {"linkId":"score","type":"integer","code":[{"system":"http://loinc.org","code":"55758-7"}],"extension":[{"url":"`+oe+`","valueCode":"derived"}]}]},
+	 {"linkId":"empty","type":"group","code":[{"system":"http://loinc.org","code":"00000-0"}],"extension":[{"url":"`+oe+`","valueBoolean":true}],"item":[
+	  {"linkId":"plain","type":"string","code":[{"system":"http://loinc.org","code":"11111-1"}]}]}]}`)
+	qr := decode(t, `{"resourceType":"QuestionnaireResponse","id":"r1","status":"completed","item":[
+	 {"linkId":"bp","item":[{"linkId":"sys","answer":[{"valueInteger":128}]},{"linkId":"dia","answer":[{"valueInteger":82}]}]},
+	 {"linkId":"phq2","item":[{"linkId":"q1","answer":[{"valueCoding":{"system":"http://loinc.org","code":"LA6569-3"}}]},{"linkId":"score","answer":[{"valueInteger":1}]}]},
+	 {"linkId":"empty","item":[{"linkId":"plain","answer":[{"valueString":"x"}]}]}]}`)
+	b, issues, err := sdc.Extract(context.Background(), newRecords(), sdc.ExtractRequest{Response: qr, Questionnaire: q})
+	if err != nil || b == nil || len(issues) > 0 {
+		t.Fatalf("extract: %v\n%s", err, issuesText(issues))
+	}
+	urls := map[string]string{} // code → fullUrl
+	obs := map[string]map[string]any{}
+	for _, e := range b["entry"].([]any) {
+		entry := e.(map[string]any)
+		res := entry["resource"].(map[string]any)
+		code := res["code"].(map[string]any)["coding"].([]any)[0].(map[string]any)["code"].(string)
+		urls[code], obs[code] = entry["fullUrl"].(string), res
+	}
+	// A group none of whose items relate to it is no Observation; its
+	// coded items are extracted on their own.
+	if len(obs) != 5 || obs["00000-0"] != nil || obs["11111-1"] == nil {
+		t.Fatalf("%d observations, want the panel, the PHQ-2 group, its member, its score and the plain item: %v", len(obs), jsonText(b))
+	}
+	if got := jsonText(obs["85354-9"]["component"]); got != `[{"code":{"coding":[{"code":"8480-6","system":"http://loinc.org"}]},"valueInteger":128},{"code":{"coding":[{"code":"8462-4","system":"http://loinc.org"}]},"valueInteger":82}]` {
+		t.Errorf("blood pressure components %s", got)
+	}
+	if got := jsonText(obs["55757-9"]["hasMember"]); got != `[{"reference":"`+urls["44250-9"]+`"}]` {
+		t.Errorf("PHQ-2 members %s", got)
+	}
+	if got := jsonText(obs["55758-7"]["derivedFrom"]); got != `[{"reference":"QuestionnaireResponse/r1"},{"reference":"`+urls["55757-9"]+`"}]` {
+		t.Errorf("score derived from %s", got)
+	}
+}
