@@ -159,9 +159,10 @@ function controls(n, io, describedBy) {
 }
 
 // unitText is the unit shown after a number.
-function unitText(q) {
+export function unitText(q) {
   const u = extValue(q, EXT.unit);
-  return u ? (u.display || u.code || '') : '';
+  const text = u ? (u.display || u.code || '') : '';
+  return /^\{.*\}$/.test(text) ? '' : text; // a UCUM annotation ({score}) is no unit to show
 }
 
 // bound is a minValue or maxValue as an input attribute.

@@ -171,6 +171,8 @@ function fillView(st) {
       h('a', {class: 'button secondary', href: pid ? '#/chart/' + enc(pid) : '#/'}, 'Close'), st.status),
     st.live);
   st.section.dataset.renderMs = (performance.now() - started).toFixed(1);
+  // The first frame after the form is in the page: built, laid out, painted.
+  requestAnimationFrame(() => setTimeout(() => { st.section.dataset.paintMs = (performance.now() - started).toFixed(1); }, 0));
   st.section.dataset.items = st.form.nodes().length;
   if (st.form.hasExpressions) evaluate(st, false);
   else st.section.dataset.state = 'ready';

@@ -5,7 +5,8 @@
 import {h, enc, message, clear, fmtDate} from '../dom.js';
 import * as api from '../api.js';
 import {can, errorBox} from '../app.js';
-import {Form, answerText, itemControl, ext, extValue, EXT} from '../form.js';
+import {Form, answerText, itemControl, ext, EXT} from '../form.js';
+import {unitText} from '../formview.js';
 import {findForm, formTitle} from './assessment.js';
 import {patientName} from './chart.js';
 import * as data from '../chartdata.js';
@@ -68,9 +69,8 @@ function formAnswers(q, qr) {
       if (!n.enabled || !kids.some((k) => k.classList.contains('answered') || k.querySelector('.answered'))) return null;
       return h('section', {class: 'qgroup depth' + depth}, h('h' + Math.min(depth + 1, 6), {class: 'qgroup-title'}, qi.prefix ? qi.prefix + ' ' : '', qi.text || qi.linkId), kids);
     }
-    const unit = extValue(qi, EXT.unit);
-    const unitText = unit && (qi.type === 'decimal' || qi.type === 'integer') ? ' ' + (unit.display || unit.code) : '';
-    const answers = n.answers.map((a) => answerText(a)).filter((x) => x !== '').map((x) => x + unitText);
+    const unit = qi.type === 'decimal' || qi.type === 'integer' ? unitText(qi) : '';
+    const answers = n.answers.map((a) => answerText(a)).filter((x) => x !== '').map((x) => x + (unit ? ' ' + unit : ''));
     const applies = n.enabled && !ext(qi, EXT.enableWhenExpression);
     if (!answers.length && !applies) return null;
     return h('div', {class: 'qrow' + (answers.length ? ' answered' : ''), dataset: {linkId: qi.linkId}},
