@@ -27,7 +27,9 @@ type ExtractRequest struct {
 // resources they make, ready to POST; nothing is written. Observation-based
 // extraction makes an Observation of each answer of a coded question for
 // which sdc-questionnaire-observationExtract holds (on the item, an
-// ancestor or the form); definition-based extraction fills the resource
+// ancestor or the form), and of a coded group whose items say how they
+// relate to it (component, member, derived); definition-based extraction
+// fills the resource
 // each sdc-questionnaire-definitionExtract names (or the older
 // itemExtractionContext) from the items whose definition points into it
 // and from definitionExtractValue. Issues say what could not be extracted;
