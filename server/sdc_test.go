@@ -116,6 +116,10 @@ func TestSDCPopulateFillsTheFormFromThePatientsRecord(t *testing.T) {
 	if subj, _ := qr["subject"].(map[string]any); subj["reference"] != "Patient/"+pid {
 		t.Errorf("subject %v", qr["subject"])
 	}
+	stored, _ := json.Marshal(qr)
+	if r := e.post("/QuestionnaireResponse", string(stored)); r.Status != http.StatusCreated {
+		t.Errorf("the populated response is not stored as it is: %d %s", r.Status, r.Body)
+	}
 
 	t.Run("at type level with the canonical", func(t *testing.T) {
 		body := strings.Replace(populateBody(pid), `"parameter":[`, `"parameter":[{"name":"canonical","valueCanonical":"http://example.org/fhir/Questionnaire/hh-visit|1.0.0"},`, 1)
