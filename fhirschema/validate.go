@@ -91,6 +91,7 @@ func NewValidator() (*Validator, error) {
 		return nil, fmt.Errorf("read FHIR schema: no definitions")
 	}
 	addCanonicalTwins(defs)
+	correctSchema(defs)
 	defs["ResourceList"] = map[string]any{
 		"type":       "object",
 		"required":   []any{"resourceType"},

@@ -51,6 +51,9 @@ func (s *Store) prepare(ctx context.Context, tenant, typ, id string, body []byte
 			return nil, &InvalidError{Issues: []Issue{{Severity: "error", Code: "structure", Diagnostics: "meta must be an object", Expression: typ + ".meta"}}}
 		}
 	}
+	if typ == "StructureDefinition" {
+		completeElementIDs(dec.Doc)
+	}
 	p := &prepared{typ: typ, doc: dec.Doc, numText: dec.NumText}
 	if s.opts.Validate != nil {
 		find := func(ctx context.Context, typ, condition string) ([][]byte, error) {

@@ -36,13 +36,12 @@ func readXML(data []byte) (*jsonNode, error) {
 	return r.document()
 }
 
-// newDecoder is a strict decoder that knows XML's five entities and the
-// named entities of XHTML 1.0 (&nbsp;, &reg;, &eacute;…), which narratives
-// use and the HL7 validator accepts; any other entity is an error.
+// newDecoder is a strict decoder that knows no entities beyond XML's five:
+// an XML document declares no others (a narrative written in JSON may use
+// XHTML's, which the XML writer turns into numeric references).
 func newDecoder(rd io.Reader) *xml.Decoder {
 	d := xml.NewDecoder(rd)
 	d.Strict = true
-	d.Entity = xml.HTMLEntity
 	return d
 }
 

@@ -149,6 +149,13 @@ var elementKeep = map[string]bool{
 	"isModifier": true, "binding": true, "slicing": true,
 }
 
+// typeCorrections are the types R4's text gives elements that 4.0.1's
+// published definitions narrow: Bundle.entry.response.outcome is a
+// Resource on R4's Bundle page (and in R4B's definitions), an
+// OperationOutcome in profiles-resources.json; profiles built from the
+// text say Resource.
+var typeCorrections = map[string]string{"Bundle.entry.response.outcome": "Resource"}
+
 func strip(r map[string]any, keys map[string]bool) {
 	typ, _ := r["resourceType"].(string)
 	keepOnly(r, keep[typ])
@@ -156,6 +163,9 @@ func strip(r map[string]any, keys map[string]bool) {
 	case "StructureDefinition":
 		for _, e := range elements(r, "snapshot") {
 			stripElement(e, keys)
+			if t, ok := typeCorrections[e["path"].(string)]; ok {
+				e["type"] = []any{map[string]any{"code": t}}
+			}
 		}
 	case "ValueSet":
 		stripCompose(r)

@@ -182,10 +182,14 @@ func narrows(e, d map[string]any) error {
 			return err
 		}
 	}
-	if _, slice := d["sliceName"]; !slice && dmin < emin {
+	// A slice is one part of its element's repetitions: its cardinality is
+	// not the element's (the element's own max still bounds them all, when
+	// resources are validated), so neither bound is compared.
+	_, slice := d["sliceName"]
+	if !slice && dmin < emin {
 		return fmt.Errorf("min %d is less than the base's %d", dmin, emin)
 	}
-	if emax >= 0 && (dmax < 0 || dmax > emax) {
+	if !slice && emax >= 0 && (dmax < 0 || dmax > emax) {
 		return fmt.Errorf("max %s is more than the base's %d", maxText(dmax), emax)
 	}
 	if dmax >= 0 && dmin > dmax {

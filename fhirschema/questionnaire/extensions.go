@@ -30,8 +30,9 @@ const (
 // extensions returns the extensions of el with url.
 func extensions(el map[string]any, url string) []map[string]any {
 	var out []map[string]any
-	for _, e := range objects(el["extension"]) {
-		if e["url"] == url {
+	list, _ := el["extension"].([]any)
+	for _, x := range list {
+		if e, ok := x.(map[string]any); ok && e["url"] == url {
 			out = append(out, e)
 		}
 	}
@@ -40,8 +41,9 @@ func extensions(el map[string]any, url string) []map[string]any {
 
 // extension returns the first extension of el with url, nil when none.
 func extension(el map[string]any, url string) map[string]any {
-	for _, e := range objects(el["extension"]) {
-		if e["url"] == url {
+	list, _ := el["extension"].([]any)
+	for _, x := range list {
+		if e, ok := x.(map[string]any); ok && e["url"] == url {
 			return e
 		}
 	}

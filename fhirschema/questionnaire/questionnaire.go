@@ -62,7 +62,7 @@ func NewChecker() *Checker {
 // is the element at fault (QuestionnaireResponse.item[2].answer[0]) and its
 // text names the linkId. An error from the terminology is returned as is.
 func (c *Checker) CheckResponse(ctx context.Context, qr, q map[string]any, opts Options) ([]fhirschema.Issue, error) {
-	r := &responseCheck{ctx: ctx, c: c, opts: opts, qr: qr, q: q, form: indexForm(q)}
+	r := &responseCheck{ctx: ctx, c: c, opts: opts, qr: qr, q: q}
 	status, _ := qr["status"].(string)
 	r.complete = status == "completed" || status == "amended"
 	r.formStatus()

@@ -15,8 +15,8 @@ type responseCheck struct {
 	c        *Checker
 	opts     Options
 	qr, q    map[string]any
-	form     *form
-	complete bool // completed or amended: required items must be answered
+	form     *form // the form indexed, when an unknown linkId needs it
+	complete bool  // completed or amended: required items must be answered
 	issues   []fhirschema.Issue
 	err      error
 }
@@ -95,13 +95,8 @@ type scope []map[string]any
 // item's or answer's item) against the form items want, at path.
 func (r *responseCheck) items(want, got any, path string, sc scope) {
 	wantItems := objects(want)
-	index := map[string]int{}
-	for i, w := range wantItems {
-		id, _ := w["linkId"].(string)
-		index[id] = i
-	}
 	gotItems, _ := got.([]any)
-	seen := map[string][]int{}
+	found := make([][]int, len(wantItems)) // the response items of each form item
 	last := -1
 	for i, g := range gotItems {
 		at := path + ".item[" + strconv.Itoa(i) + "]"
@@ -110,8 +105,8 @@ func (r *responseCheck) items(want, got any, path string, sc scope) {
 			continue // the structure rules have said what is wrong
 		}
 		id, _ := gi["linkId"].(string)
-		wi, ok := index[id]
-		if !ok {
+		wi := position(wantItems, id, last)
+		if wi < 0 {
 			r.unknownLinkID(at, id)
 			continue
 		}
@@ -119,18 +114,32 @@ func (r *responseCheck) items(want, got any, path string, sc scope) {
 			r.errorf(at, "structure", "item %q is out of order: the Questionnaire puts it before %q", id, linkID(wantItems[last]))
 		}
 		last = max(last, wi)
-		seen[id] = append(seen[id], i)
+		found[wi] = append(found[wi], i)
 		r.item(wantItems[wi], gi, at, append(sc, gi))
 	}
-	for _, w := range wantItems {
-		id, _ := w["linkId"].(string)
-		r.occurrences(w, seen[id], gotItems, path, sc)
+	for wi, w := range wantItems {
+		r.occurrences(w, found[wi], gotItems, path, sc)
 	}
+}
+
+// position finds the form item with linkId id among items, looking from
+// from first: a response follows its form's order.
+func position(items []map[string]any, id string, from int) int {
+	for k := range items {
+		j := (max(from, 0) + k) % len(items)
+		if items[j]["linkId"] == id {
+			return j
+		}
+	}
+	return -1
 }
 
 // unknownLinkID reports a response item whose linkId the form does not
 // have where the response puts it.
 func (r *responseCheck) unknownLinkID(at, id string) {
+	if r.form == nil {
+		r.form = indexForm(r.q)
+	}
 	if _, elsewhere := r.form.byLinkID[id]; elsewhere {
 		where := "at the root"
 		if p := r.form.parent[id]; p != "" {

@@ -234,7 +234,14 @@ func (r *baseResolver) child(parent *located, name string, depth int) (*located,
 	if err != nil || elems == nil {
 		return nil, false, err
 	}
-	return r.in(elems, typ+"."+name), true, nil
+	found := r.in(elems, typ+"."+name)
+	if found == nil && typ == "Resource" {
+		// An element typed Resource holds any resource: a profile may
+		// constrain the elements of the type it narrows it to, which the
+		// base's path does not tell.
+		return nil, false, nil
+	}
+	return found, true, nil
 }
 
 // in looks path up among elems.

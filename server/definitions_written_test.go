@@ -1,0 +1,57 @@
+package server_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// A profile written as a differential only, its elements with a path but
+// no id, as hand-written profiles often are.
+const profileWithoutIDs = `{"resourceType":"StructureDefinition","url":"http://example.org/StructureDefinition/mrn-patient","name":"MrnPatient","status":"active",
+ "kind":"resource","abstract":false,"type":"Patient","baseDefinition":"http://hl7.org/fhir/StructureDefinition/Patient","derivation":"constraint",
+ "differential":{"element":[
+  {"path":"Patient.identifier","slicing":{"discriminator":[{"type":"value","path":"system"}],"rules":"open"},"min":1},
+  {"path":"Patient.identifier","sliceName":"mrn","min":1,"max":"1"},
+  {"path":"Patient.identifier.system","min":1,"fixedUri":"http://example.org/mrn"},
+  {"path":"Patient.birthDate","min":1}]}}`
+
+func TestAProfileWithoutElementIDsGetsThemAndIsUsed(t *testing.T) {
+	e := newEnv(t)
+	r := e.post("/StructureDefinition", profileWithoutIDs)
+	if r.Status != http.StatusCreated {
+		t.Fatalf("store: %d %s", r.Status, r.Body)
+	}
+	ids := []string{}
+	for _, el := range r.JSON(t)["differential"].(map[string]any)["element"].([]any) {
+		ids = append(ids, el.(map[string]any)["id"].(string))
+	}
+	want := "Patient.identifier Patient.identifier:mrn Patient.identifier:mrn.system Patient.birthDate"
+	if strings.Join(ids, " ") != want {
+		t.Fatalf("ids %v, want %s", ids, want)
+	}
+	claim := `{"resourceType":"Patient","meta":{"profile":["http://example.org/StructureDefinition/mrn-patient"]},`
+	if r := e.post("/Patient", claim+`"identifier":[{"system":"http://example.org/mrn","value":"1"}],"birthDate":"1950-01-01"}`); r.Status != http.StatusCreated {
+		t.Fatalf("a conforming patient: %d %s", r.Status, r.Body)
+	}
+	wantOutcome(t, e.post("/Patient", claim+`"identifier":[{"system":"http://example.org/mrn","value":"1"}]}`), http.StatusUnprocessableEntity, "Patient")
+}
+
+func TestDefinitionsR4AllowsAreStored(t *testing.T) {
+	e := newEnv(t)
+	for _, tc := range []struct{ name, typ, body string }{
+		{"a Bundle profile typing entry.response.outcome Resource, as R4's text does", "StructureDefinition", `{"resourceType":"StructureDefinition","url":"http://example.org/StructureDefinition/b","name":"B","status":"active","kind":"resource","abstract":false,"type":"Bundle",
+		  "baseDefinition":"http://hl7.org/fhir/StructureDefinition/Bundle","derivation":"constraint","differential":{"element":[{"id":"Bundle.entry.response.outcome","path":"Bundle.entry.response.outcome","type":[{"code":"Resource"}]}]}}`},
+		{"a slice allowing more repetitions than the element it slices", "StructureDefinition", `{"resourceType":"StructureDefinition","url":"http://example.org/StructureDefinition/p","name":"P","status":"active","kind":"resource","abstract":false,"type":"Parameters",
+		  "baseDefinition":"http://hl7.org/fhir/StructureDefinition/Parameters","derivation":"constraint","differential":{"element":[
+		  {"id":"Parameters.parameter","path":"Parameters.parameter","slicing":{"discriminator":[{"type":"value","path":"name"}],"rules":"open"},"max":"5"},
+		  {"id":"Parameters.parameter:a","path":"Parameters.parameter","sliceName":"a","max":"10"}]}}`},
+		{"an expression in a language R4 binds extensibly", "Measure", `{"resourceType":"Measure","status":"draft","group":[{"population":[{"criteria":{"language":"text/cql-identifier","expression":"Numerator"}}]}]}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if r := e.post("/"+tc.typ, tc.body); r.Status != http.StatusCreated {
+				t.Fatalf("%d %s", r.Status, r.Body)
+			}
+		})
+	}
+}
