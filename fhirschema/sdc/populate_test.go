@@ -11,6 +11,7 @@ import (
 	"fhirstore/fhirschema/sdc"
 )
 
+// fixedNow is the clock of the tests that look at time stamps.
 var fixedNow = time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 
 func TestPopulateFillsTheVisitFromThePatientsRecord(t *testing.T) {
