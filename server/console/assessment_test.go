@@ -124,6 +124,12 @@ func TestAssessmentFillSaveExtract(t *testing.T) {
 		t.Error("the weight's label is not bound to its input")
 	}
 
+	// initialExpression on demand: an emptied answer filled again from the chart.
+	tb.setValue(item("respiratory-rate")+" input", "")
+	tb.click("#refill")
+	tb.waitFor(`document.querySelector(` + jsString(item("respiratory-rate")+" input") + `).value === '16'`)
+	tb.settled()
+
 	// enableWhen: the fall questions come with a fall and go without one.
 	if tb.shown("fall-count") {
 		t.Error("the number of falls is asked before any fall")
@@ -428,6 +434,7 @@ func TestQuestionnaireEveryItemTypeIsAControl(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	loadVisitForm(t, e) // and the PHQ answers' ValueSet, searched by $expand
 	e.fhir(http.MethodPut, "/Questionnaire/every-type", string(form), http.StatusCreated)
 	pid := visitPatient(t, e)
 	tb := newTab(t, e)
@@ -461,6 +468,7 @@ func TestQuestionnaireEveryItemTypeIsAControl(t *testing.T) {
 		{"diet", `input[type=radio]`},
 		{"photo", `input[type=file]`},
 		{"seen", `input[role=combobox]`},
+		{"often", `input[role=combobox]`},
 		{"dose", `select`},
 	}
 	for _, c := range controls {
@@ -499,6 +507,10 @@ func TestQuestionnaireEveryItemTypeIsAControl(t *testing.T) {
 	tb.waitFor(`document.querySelector(` + jsString(item("lang")+" [role=listbox] [role=option]") + `) && document.querySelector(` + jsString(item("lang")+" [role=listbox]") + `).textContent === 'Polish'`)
 	tb.do("pick it", chromedp.KeyEvent(kb.ArrowDown), chromedp.KeyEvent(kb.Enter))
 	tb.waitFor(`document.querySelector(` + jsString(item("lang")+" input") + `).value === 'Polish'`)
+	tb.do("type in a value set", chromedp.Focus(chromedp.CSS(item("often")+" input")), chromedp.SendKeys(chromedp.CSS(item("often")+" input"), "half"))
+	tb.waitFor(`document.querySelector(` + jsString(item("often")+" [role=listbox]") + `).textContent === 'More than half the days'`)
+	tb.do("pick it", chromedp.KeyEvent(kb.ArrowDown), chromedp.KeyEvent(kb.Enter))
+	tb.waitFor(`document.querySelector(` + jsString(item("often")+" input") + `).value === 'More than half the days'`)
 	tb.do("type a name", chromedp.Focus(chromedp.CSS(item("seen")+" input")), chromedp.SendKeys(chromedp.CSS(item("seen")+" input"), "Okafor"))
 	tb.waitFor(`[...document.querySelectorAll(` + jsString(item("seen")+" [role=option]") + `)].some((o) => o.textContent.includes('Grace Okafor'))`)
 	tb.do("pick the patient", chromedp.KeyEvent(kb.ArrowDown), chromedp.KeyEvent(kb.Enter))
@@ -561,6 +573,7 @@ func TestQuestionnaireEveryItemTypeIsAControl(t *testing.T) {
 		"diet":          `{"valueString":"low salt"}`,
 		"seen":          `{"valueReference":{"display":"Grace Okafor","reference":"Patient/` + pid + `"}}`,
 		"dose":          `{"valueQuantity":{"code":"mg","system":"http://unitsofmeasure.org","unit":"mg","value":250}}`,
+		"often":         `{"valueCoding":{"code":"LA6570-1","display":"More than half the days","system":"http://loinc.org"}}`,
 		"contact-name":  `{"valueString":"Ruth"} {"valueString":"Sam"}`,
 		"contact-phone": `{"valueString":"555-0100"}`,
 	}

@@ -137,7 +137,7 @@ function fillView(st) {
   st.form = new Form(q, st.base);
   st.queries = {};
   st.asked = new Set();
-  st.ev = {inflight: false, again: false, count: 0};
+  st.ev = {inflight: false, again: false, initial: false, count: 0};
   st.expand = new Map();
   st.live = h('p', {class: 'sr-only', id: 'form-live', 'aria-live': 'polite'});
   st.summary = h('div', {id: 'form-errors', tabindex: '-1'});
@@ -199,7 +199,11 @@ function changed(st, n) {
 // in one more. initial asks for the initialExpressions, applied to the
 // questions still unanswered.
 async function evaluate(st, initial, t0 = performance.now()) {
-  if (st.ev.inflight) { st.ev.again = true; return; }
+  if (st.ev.inflight) {
+    st.ev.again = true;
+    st.ev.initial = st.ev.initial || initial; // asked for in the next request
+    return;
+  }
   st.ev.inflight = true;
   st.section.dataset.state = 'evaluating';
   const {item, paths} = st.form.evaluationTree();
@@ -223,8 +227,9 @@ async function evaluate(st, initial, t0 = performance.now()) {
   } finally {
     st.ev.inflight = false;
     if (st.ev.again) {
-      st.ev.again = false;
-      evaluate(st, false);
+      const next = st.ev.initial;
+      st.ev.again = st.ev.initial = false;
+      evaluate(st, next);
     } else {
       st.section.dataset.state = 'ready';
     }
