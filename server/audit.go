@@ -354,8 +354,8 @@ func (r auditRecord) interaction() (string, string) {
 	switch {
 	case shape == "rest" || strings.HasPrefix(r.path, "/oauth2"):
 		return "", map[string]string{http.MethodGet: "R", http.MethodPut: "U", http.MethodPost: "E", http.MethodDelete: "D"}[r.method]
-	case strings.HasSuffix(shape, "$validate") || strings.HasSuffix(shape, "$everything"):
-		return "operation", "E"
+	case strings.HasPrefix(segs[len(segs)-1], "$"):
+		return "operation", "E" // $validate, $everything, $populate, $expand…: none writes
 	case shape == "" && r.method == http.MethodPost:
 		return "batch", "E"
 	case strings.HasSuffix(shape, "_history") || shape == "_history":
