@@ -132,10 +132,9 @@ function controls(n, io, describedBy) {
   const q = n.q;
   const type = q.type;
   const set = (i, value) => { // value: the answer's value, or null to clear it
-    const key = n.answerKey || valueKey(type);
-    if (value === null || value === undefined || value === '') n.answers.splice(i, 1, {});
-    else n.answers[i] = {[key]: value};
-    n.answers = n.answers.filter((a, j) => j === n.answers.length - 1 || valueOf(a)[0]);
+    // An emptied answer stays in its place (the inputs are bound by
+    // index); it is left out of the response.
+    n.answers[i] = value === null || value === undefined || value === '' ? {} : {[valueKey(type)]: value};
     hint(n);
     io.changed(n);
   };
@@ -286,15 +285,20 @@ function booleanControl(n, set, attrs) {
     return h('span', {class: 'qcheck'}, box, h('label', {for: attrs.id}, 'Yes'));
   }
   const name = n.uid + '-bool';
+  const clearButton = n.readOnly ? null : h('button', {type: 'button', class: 'link clear', hidden: v === undefined, 'aria-label': 'Clear the answer',
+    onclick: () => { set(0, null); n.draw(); }}, 'Clear');
   const radio = (val, text, k) => {
     const r = h('input', {type: 'radio', name, id: n.uid + '-' + k, value: String(val), checked: v === val, disabled: attrs.disabled,
       'aria-describedby': attrs['aria-describedby']});
-    r.addEventListener('change', () => { if (r.checked) set(0, val); });
+    r.addEventListener('change', () => {
+      if (!r.checked) return;
+      set(0, val);
+      if (clearButton) clearButton.hidden = false;
+    });
     return h('span', {class: 'qradio'}, r, h('label', {for: n.uid + '-' + k}, text));
   };
   return h('div', {class: 'qoptions inline', role: 'radiogroup', 'aria-labelledby': n.uid + '-label', 'aria-required': attrs['aria-required']},
-    radio(true, 'Yes', 0), radio(false, 'No', 1),
-    v !== undefined && !n.readOnly ? h('button', {type: 'button', class: 'link clear', 'aria-label': 'Clear the answer', onclick: () => { set(0, null); n.draw(); }}, 'Clear') : null);
+    radio(true, 'Yes', 0), radio(false, 'No', 1), clearButton);
 }
 
 // choice draws a choice or open-choice question: radio buttons, check

@@ -216,7 +216,7 @@ async function evaluate(st, initial, t0 = performance.now()) {
   try {
     const res = (await api.request('POST', '/console/api/expressions', {body: JSON.stringify(body), headers: {'Content-Type': 'application/json', Accept: 'application/json'}})).body;
     const fetched = await runQueries(st, res.queries || []);
-    apply(st, res, paths, initial);
+    if (apply(st, res, paths, initial)) st.ev.again = true; // answers filled: calculate again
     st.ev.count++;
     st.section.dataset.evaluations = st.ev.count;
     st.section.dataset.reactMs = (performance.now() - t0).toFixed(1);
@@ -251,7 +251,8 @@ async function runQueries(st, queries) {
   return todo.length > 0;
 }
 
-// apply puts the server's answers on the form.
+// apply puts the server's answers on the form and reports whether it
+// filled unanswered questions from their initialExpressions.
 function apply(st, res, paths, initial) {
   const announce = [];
   for (const [p, answers] of Object.entries(res.calculated || {})) {
@@ -266,11 +267,13 @@ function apply(st, res, paths, initial) {
     }
     announce.push((n.q.text || n.q.linkId) + ': ' + (answers.length ? answers.map((a) => Object.values(a)[0]).map((v) => (v && typeof v === 'object' ? v.display || v.code || v.value : v)).join(', ') : 'no value'));
   }
+  let filled = false;
   if (initial) {
     for (const [p, answers] of Object.entries(res.initial || {})) {
       const n = paths.get(p);
       if (!n || n.answers.some((a) => Object.keys(a).length) || !answers.length) continue;
       n.answers = answers;
+      filled = true;
       if (n.draw) n.draw();
     }
   }
@@ -281,6 +284,7 @@ function apply(st, res, paths, initial) {
   st.form.recompute();
   showEnabled(st.form);
   if (announce.length) st.live.textContent = announce.join('; ');
+  return filled;
 }
 
 // expand lists a value set's codes through $expand (filtered by text),
