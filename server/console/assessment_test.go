@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 )
@@ -147,6 +148,9 @@ func TestAssessmentFillSaveExtract(t *testing.T) {
 	tb.setValue(item("weight")+" input", "95")
 	tb.waitFor(`document.querySelector(` + jsString(item("bmi")+" input") + `).value === '31'`)
 	tb.settled()
+	if got := tb.text("#form-live"); !strings.Contains(got, "Body mass index (kg/m2): 31") {
+		t.Errorf("the new BMI is not announced: %q", got)
+	}
 	if !tb.shown("weight-counselling") {
 		t.Error("a BMI of 31: the counselling question is not shown")
 	}
@@ -223,6 +227,20 @@ func TestAssessmentFillSaveExtract(t *testing.T) {
 		t.Error("the response page does not name its form and version")
 	}
 	tb.screenshotTop("assessment-response", 1024, 1366, nil)
+
+	// On paper: the answers, not the buttons.
+	if _, err := chromedp.Call(tb.ctx, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{Media: "print"}); err != nil {
+		t.Fatal(err)
+	}
+	if eval[bool](tb, `document.querySelector('#add-to-chart').getClientRects().length > 0 || document.querySelector('header.top').getClientRects().length > 0`) {
+		t.Error("the buttons and the console's header are printed")
+	}
+	if !eval[bool](tb, `document.querySelector('#response-items').getBoundingClientRect().height > 0`) {
+		t.Error("the answers are not printed")
+	}
+	if _, err := chromedp.Call(tb.ctx, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{}); err != nil {
+		t.Fatal(err)
+	}
 
 	// Add to the chart: what $extract makes, listed, then posted.
 	tb.click("#add-to-chart")
