@@ -494,6 +494,19 @@ func TestQuestionnaireEveryItemTypeIsAControl(t *testing.T) {
 			t.Errorf("%s: no %s", c.linkID, c.selector)
 		}
 	}
+	// A question labels its field; its options are labelled each by its own
+	// label and as a group by the question, which picks none when clicked.
+	tb.waitFor(`!!document.querySelector(` + jsString(item("often")+" input[role=combobox]") + `)`)
+	for _, linkID := range []string{"temp", "living", "lang", "often", "seen", "dose"} {
+		if !eval[bool](tb, `document.querySelector(`+jsString(item(linkID)+" .qlabel")+`).control === document.querySelector(`+jsString(item(linkID)+" .qcontrols input, "+item(linkID)+" .qcontrols select")+`)`) {
+			t.Errorf("%s: the question's label is not bound to its field", linkID)
+		}
+	}
+	for _, linkID := range []string{"visited", "mood", "aids"} {
+		if eval[bool](tb, `!!document.querySelector(`+jsString(item(linkID)+" .qlabel")+`).control`) {
+			t.Errorf("%s: the question's label is bound to one of its options", linkID)
+		}
+	}
 	if got := tb.text(item("who") + " .qhelp"); !strings.Contains(got, "full name") {
 		t.Errorf("the help text of 'Seen by' is %q", got)
 	}

@@ -97,8 +97,11 @@ function nodeView(n, form, io, depth, slot, index) {
     n.calculated ? h('span', {class: 'badge calc', title: 'calculated from other answers'}, 'calculated') : null);
   n.draw = () => {
     clear(body, controls(n, io, describedBy));
-    label.htmlFor = body.querySelector('#' + n.uid + '-0') ? n.uid + '-0' : '';
-    if (!label.htmlFor) label.removeAttribute('for');
+    // The question labels its one field; a set of options is labelled by
+    // it through aria-labelledby (a click on the question picks nothing).
+    const first = body.querySelector('#' + n.uid + '-0');
+    if (first && first.type !== 'radio' && first.type !== 'checkbox') label.htmlFor = first.id;
+    else label.removeAttribute('for');
   };
   n.draw();
   n.el = h('div', {class: 'qitem' + (n.readOnly ? ' readonly' : ''), id: n.uid, dataset: {linkId: q.linkId, type: q.type}},
@@ -316,6 +319,10 @@ function choice(n, io, attrs, describedBy) {
     else if (ctl === 'radio-button' || (!ctl && options.length <= RADIO_MAX)) el = checks(n, io, attrs, options, 'radio');
     else el = dropDown(n, io, attrs, options);
     clear(box, el, q.type === 'open-choice' ? other(n, io, describedBy) : null);
+    // Options that came later (a value set's): the question labels a field.
+    const label = box.closest('.qitem') ? box.closest('.qitem').querySelector('.qlabel') : null;
+    const first = box.querySelector('#' + n.uid + '-0');
+    if (label && first && first.type !== 'radio' && first.type !== 'checkbox') label.htmlFor = first.id;
   };
   if (q.answerValueSet) {
     box.append(h('span', {class: 'muted'}, 'Loading the answers…'));
