@@ -189,3 +189,19 @@ func (e extensionElement) valueTypes() ([]string, bool) {
 	}
 	return types, true
 }
+
+// extensionURLs checks that the extensions of an element that is not an
+// extension name their definition by an absolute URL: only the parts of a
+// complex extension are named relatively.
+func (w *walker) extensionURLs(obj map[string]any, at *loc) {
+	for _, key := range []string{"extension", "modifierExtension"} {
+		list, _ := obj[key].([]any)
+		for i, x := range list {
+			e, _ := x.(map[string]any)
+			url, ok := e["url"].(string)
+			if ok && url != "" && !strings.Contains(url, ":") {
+				w.errorf("value", at.child(key).item(i).child("url").String(), "the url %q of an extension must be an absolute URL: only the parts of a complex extension are named relatively", url)
+			}
+		}
+	}
+}

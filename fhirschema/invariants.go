@@ -1,10 +1,13 @@
 package fhirschema
 
 import (
+	"bytes"
 	"context"
 	_ "embed"
 	"encoding/json"
+	"encoding/xml"
 	"fmt"
+	"io"
 	"sort"
 	"strings"
 	"time"
@@ -54,6 +57,36 @@ type invariant struct {
 var shortcuts = map[string]func(v any) (holds, known bool){
 	"dom-3": func(v any) (bool, bool) { ok := containedReferenced(v); return ok, ok },
 	"per-1": periodInOrder,
+	"txt-2": narrativeHasContent,
+}
+
+// narrativeHasContent is txt-2 (the narrative has some non-whitespace
+// content): text, or an image. R4 writes txt-1 and txt-2 alike as
+// htmlChecks(), which says whether the markup is safe; the HL7 validator
+// checks txt-2's own words, and so does this.
+func narrativeHasContent(v any) (holds, known bool) {
+	s, ok := v.(string)
+	if !ok {
+		return false, false
+	}
+	d := xml.NewDecoder(strings.NewReader(s))
+	d.Strict = false
+	for {
+		tok, err := d.Token()
+		if err != nil {
+			return false, err == io.EOF
+		}
+		switch t := tok.(type) {
+		case xml.CharData:
+			if len(bytes.TrimSpace(t)) > 0 {
+				return true, true
+			}
+		case xml.StartElement:
+			if t.Name.Local == "img" {
+				return true, true
+			}
+		}
+	}
 }
 
 // containedReferenced tells that every contained resource of a resource

@@ -23,6 +23,8 @@ type invariantCase struct {
 var invariantCases = []invariantCase{
 	// The six of the issue.
 	{"a Period that ends before it starts", "Encounter", `{"resourceType":"Encounter","status":"finished","class":{"system":"http://terminology.hl7.org/CodeSystem/v3-ActCode","code":"HH"},"period":{"start":"2024-03-02","end":"2024-03-01"}}`, "per-1", "Encounter.period"},
+	{"a narrative of whitespace and empty elements only", "Patient", `{"resourceType":"Patient","text":{"status":"generated","div":"<div xmlns=\"http://www.w3.org/1999/xhtml\">\n <p> </p></div>"}}`, "txt-2", "Patient.text.div"},
+	{"a narrative holding only an image", "Patient", `{"resourceType":"Patient","text":{"status":"generated","div":"<div xmlns=\"http://www.w3.org/1999/xhtml\"><img src=\"#a\"/></div>"}}`, "", ""},
 	{"an Observation with a value and a dataAbsentReason", "Observation", `{"resourceType":"Observation","status":"final","code":{"text":"weight"},"valueQuantity":{"value":70},"dataAbsentReason":{"text":"not asked"}}`, "obs-6", "Observation"},
 	{"a Patient contact with nothing but a gender", "Patient", `{"resourceType":"Patient","contact":[{"gender":"male"}]}`, "pat-1", "Patient.contact[0]"},
 	{"a local reference to no contained resource", "Observation", `{"resourceType":"Observation","status":"final","code":{"text":"x"},"subject":{"reference":"#nobody"}}`, "ref-1", "Observation.subject"},

@@ -1,6 +1,8 @@
 package fhirschema
 
 import (
+	"encoding/base64"
+	"encoding/json"
 	"strconv"
 )
 
@@ -93,8 +95,13 @@ func (w *walker) object(obj map[string]any, at *loc, def string) {
 			}
 		}
 	}
-	if def == "Extension" {
+	switch def {
+	case "Extension":
 		w.extension(obj, at)
+	case "Attachment":
+		w.attachmentSize(obj, at)
+	default:
+		w.extensionURLs(obj, at)
 	}
 }
 
@@ -198,4 +205,21 @@ func (w *walker) twin(obj map[string]any, key string, v any, at *loc, el *elemen
 func nonEmptyObject(v any) bool {
 	m, ok := v.(map[string]any)
 	return ok && len(m) > 0
+}
+
+// attachmentSize checks an Attachment's size against its data: the size
+// is the number of bytes the base64 data decodes to.
+func (w *walker) attachmentSize(obj map[string]any, at *loc) {
+	data, _ := obj["data"].(string)
+	size, ok := obj["size"].(json.Number)
+	if data == "" || !ok {
+		return
+	}
+	n, err := base64.StdEncoding.DecodeString(data)
+	if err != nil {
+		return // the base64 rule says what is wrong
+	}
+	if stated, err := size.Int64(); err == nil && stated != int64(len(n)) {
+		w.errorf("value", at.child("size").String(), "the stated size %d is not the size of the data, %d bytes", stated, len(n))
+	}
 }
