@@ -178,7 +178,7 @@ func (r *responseCheck) occurrences(w map[string]any, found []int, got []any, pa
 	for _, i := range found {
 		gi, _ := got[i].(map[string]any)
 		if typ == "group" {
-			if len(objects(gi["item"])) > 0 {
+			if answered(gi) {
 				n++
 			}
 		} else {
@@ -202,6 +202,21 @@ func (r *responseCheck) occurrences(w map[string]any, found []int, got []any, pa
 			r.errorf(path, "structure", "item %q allows at most %d answers; it has %d", id, max, n)
 		}
 	}
+}
+
+// answered reports whether a response item or one below it has an answer.
+func answered(g map[string]any) bool {
+	list, _ := g["answer"].([]any)
+	if len(list) > 0 {
+		return true
+	}
+	items, _ := g["item"].([]any)
+	for _, it := range items {
+		if m, ok := it.(map[string]any); ok && answered(m) {
+			return true
+		}
+	}
+	return false
 }
 
 // item checks one response item g against its form item w.

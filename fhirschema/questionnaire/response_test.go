@@ -332,3 +332,24 @@ func TestFormRules(t *testing.T) {
 		})
 	}
 }
+
+func TestARequiredGroupNeedsAnAnswerBelowIt(t *testing.T) {
+	q := decode(t, `{"resourceType":"Questionnaire","status":"active","item":[{"linkId":"g","type":"group","required":true,"item":[{"linkId":"a","type":"string"}]}]}`)
+	for _, tc := range []struct {
+		name, response string
+		refused        bool
+	}{
+		{"an answer inside", `{"resourceType":"QuestionnaireResponse","status":"completed","item":[{"linkId":"g","item":[{"linkId":"a","answer":[{"valueString":"x"}]}]}]}`, false},
+		{"only unanswered items inside", `{"resourceType":"QuestionnaireResponse","status":"completed","item":[{"linkId":"g","item":[{"linkId":"a"}]}]}`, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			issues, err := questionnaire.NewChecker().CheckResponse(context.Background(), decode(t, tc.response), q, questionnaire.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if refused := len(errorsOf(issues)) > 0; refused != tc.refused {
+				t.Fatalf("refused %v, want %v: %+v", refused, tc.refused, issues)
+			}
+		})
+	}
+}
