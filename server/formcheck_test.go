@@ -147,3 +147,24 @@ func TestAChangedQuestionnaireChecksTheNextResponse(t *testing.T) {
 	}
 	wantOutcome(t, e.post("/QuestionnaireResponse", body), http.StatusUnprocessableEntity, "QuestionnaireResponse.item[2].answer[0].valueInteger")
 }
+
+func TestAResponseToAModularFormIsCheckedAgainstTheAssembledForm(t *testing.T) {
+	e := newEnv(t)
+	for path, body := range map[string]string{
+		"/Questionnaire/pain": `{"resourceType":"Questionnaire","id":"pain","url":"http://example.org/Questionnaire/pain","version":"1","status":"active","item":[{"linkId":"pain","type":"integer","extension":[{"url":"http://hl7.org/fhir/StructureDefinition/maxValue","valueInteger":10}]}]}`,
+		"/Questionnaire/root": `{"resourceType":"Questionnaire","id":"root","url":"http://example.org/Questionnaire/root","version":"1","status":"active",
+		  "extension":[{"url":"http://hl7.org/fhir/uv/sdc/StructureDefinition/sdc-questionnaire-assemble-expectation","valueCode":"assemble-root"}],
+		  "item":[{"linkId":"m","type":"display","text":"module","extension":[{"url":"http://hl7.org/fhir/uv/sdc/StructureDefinition/sdc-questionnaire-subQuestionnaire","valueCanonical":"http://example.org/Questionnaire/pain|1"}]}]}`,
+	} {
+		if r := e.put(path, body); r.Status != http.StatusCreated {
+			t.Fatalf("PUT %s: %d %s", path, r.Status, r.Body)
+		}
+	}
+	response := func(pain string) string {
+		return `{"resourceType":"QuestionnaireResponse","questionnaire":"http://example.org/Questionnaire/root|1","status":"completed","item":[{"linkId":"pain","answer":[{"valueInteger":` + pain + `}]}]}`
+	}
+	if r := e.post("/QuestionnaireResponse", response("4")); r.Status != http.StatusCreated {
+		t.Fatalf("a response to the assembled form: %d %s", r.Status, r.Body)
+	}
+	wantOutcome(t, e.post("/QuestionnaireResponse", response("11")), http.StatusUnprocessableEntity, "QuestionnaireResponse.item[0].answer[0].valueInteger")
+}

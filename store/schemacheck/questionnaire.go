@@ -11,6 +11,7 @@ import (
 	"fhirstore/fhirschema"
 	"fhirstore/fhirschema/profile"
 	"fhirstore/fhirschema/questionnaire"
+	"fhirstore/fhirschema/sdc"
 	"fhirstore/store"
 )
 
@@ -57,7 +58,14 @@ func (c *Checker) checkResponse(ctx context.Context, in store.Validation, defs p
 		return []fhirschema.Issue{{Severity: "warning", Code: "not-found", Expression: "QuestionnaireResponse.questionnaire",
 			Diagnostics: "the Questionnaire " + canonical + " is not known to the server: the answers were not checked against it"}}, nil
 	}
-	issues, err := c.forms.CheckResponse(ctx, r, q, questionnaire.Options{Terminology: terminology{v: c.profiles, defs: defs}})
+	if q, err = assembled(ctx, defs, q); err != nil {
+		return nil, fmt.Errorf("assemble the Questionnaire %s: %w", canonical, err)
+	}
+	if q == nil {
+		return []fhirschema.Issue{{Severity: "warning", Code: "not-found", Expression: "QuestionnaireResponse.questionnaire",
+			Diagnostics: "the modular Questionnaire " + canonical + " cannot be assembled: the answers were not checked against it"}}, nil
+	}
+	issues, err := c.forms.CheckResponse(ctx, r, q, questionnaire.Options{Terminology: answerTerms{v: c.profiles, defs: defs}})
 	if err != nil {
 		return nil, fmt.Errorf("check the response against %s: %w", canonical, err)
 	}
@@ -135,21 +143,21 @@ func decodeJSON(b []byte) (map[string]any, error) {
 	return r, nil
 }
 
-// terminology answers value set membership from the profile validator's
+// answerTerms answers value set membership from the profile validator's
 // cached expansions of the tenant's and the core value sets.
-type terminology struct {
+type answerTerms struct {
 	v    *profile.Validator
 	defs profile.Definitions
 }
 
-func (t terminology) MemberOf(ctx context.Context, url, system, code string) (bool, string, error) {
+func (t answerTerms) MemberOf(ctx context.Context, url, system, code string) (bool, string, error) {
 	return t.v.MemberOf(ctx, t.defs, url, system, code)
 }
 
 // Displays returns the display and designations of system|code in the
 // tenant's or the core CodeSystem of system; known is false when neither
 // holds the code.
-func (t terminology) Displays(ctx context.Context, system, code string) ([]string, bool, error) {
+func (t answerTerms) Displays(ctx context.Context, system, code string) ([]string, bool, error) {
 	cs, err := t.defs.Resource(ctx, "CodeSystem", system)
 	if err != nil || cs == nil {
 		return nil, false, err
@@ -186,4 +194,46 @@ func findConcept(concepts any, code string) map[string]any {
 		}
 	}
 	return nil
+}
+
+// assembled is q with its sub-questionnaires inlined when it is a modular
+// form (a response answers the assembled form); nil when a module cannot
+// be found.
+func assembled(ctx context.Context, defs profile.Definitions, q map[string]any) (map[string]any, error) {
+	if !modular(q["item"]) {
+		return q, nil
+	}
+	out, issues, err := sdc.Assemble(ctx, formsOf{defs}, sdc.AssembleRequest{Questionnaire: q})
+	if err != nil || sdc.Failed(issues) {
+		return nil, err
+	}
+	return out, nil
+}
+
+// modular reports whether an item (or one below it) stands for a
+// sub-questionnaire.
+func modular(items any) bool {
+	for _, it := range objectList(items) {
+		for _, e := range objectList(it["extension"]) {
+			if e["url"] == sdc.ExtSubQuestionnaire {
+				return true
+			}
+		}
+		if modular(it["item"]) {
+			return true
+		}
+	}
+	return false
+}
+
+// formsOf finds the modules of a form among the tenant's Questionnaires;
+// assembling reads nothing else.
+type formsOf struct{ defs profile.Definitions }
+
+func (f formsOf) Search(context.Context, string) (map[string]any, error) { return nil, nil }
+
+func (f formsOf) Read(context.Context, string) (map[string]any, error) { return nil, nil }
+
+func (f formsOf) Questionnaire(ctx context.Context, canonical string) (map[string]any, error) {
+	return f.defs.Resource(ctx, "Questionnaire", canonical)
 }
