@@ -2,7 +2,7 @@
 // labelled control per answer, and keeps the nodes' answers as the user
 // types. Every control has a label bound to it; help texts and messages
 // are tied to it with aria-describedby.
-import {h, clear} from './dom.js';
+import {h, clear, append} from './dom.js';
 import {EXT, extValue, itemControl, valueKey, valueOf, checkAnswer, optionText} from './form.js';
 
 // Up to RADIO_MAX options are radio buttons, up to
@@ -106,7 +106,7 @@ function nodeView(n, form, io, depth, slot, index) {
   n.draw();
   n.el = h('div', {class: 'qitem' + (n.readOnly ? ' readonly' : ''), id: n.uid, dataset: {linkId: q.linkId, type: q.type}},
     label, help, body, n.hintEl, n.errorEl);
-  (n.kids || []).forEach((s) => n.el.append(slotView(s, form, io, depth + 1)));
+  append(n.el, n.kids.map((s) => slotView(s, form, io, depth + 1))); // items nested under the question
   return n.el;
 }
 
