@@ -1,0 +1,110 @@
+package terminology
+
+import (
+	"strings"
+)
+
+// coding checks a Coding against its code system: a system that is a
+// supplement is not one to take codes from; a code of a system the
+// definitions hold in full must be one of its codes, and its display one
+// of the code's (a warning otherwise); a SNOMED CT code must be a concept
+// identifier or an expression.
+func (r *run) coding(at string, m map[string]any) {
+	sys, _ := m["system"].(string)
+	code, _ := m["code"].(string)
+	if sys == "" {
+		return
+	}
+	if sys == SNOMED {
+		if why := snomedCode(code); code != "" && why != "" {
+			r.errorf(at+".code", "unknown code %q in the code system %s: %s", code, sys, why)
+		}
+		return
+	}
+	cs := r.system(sys)
+	if cs == nil {
+		return
+	}
+	if cs.supplements != "" {
+		r.errorf(at+".system", "the code system %s is a supplement (of %s), so it cannot be the system of a code", sys, cs.supplements)
+		return
+	}
+	if code == "" || !cs.complete() {
+		return
+	}
+	if v, _ := m["version"].(string); v != "" && cs.version != "" && v != cs.version {
+		return // another version's codes are not known here
+	}
+	spelt, ok := cs.lookup(code)
+	if !ok {
+		r.errorf(at+".code", "unknown code %q in the code system %s", code, sys)
+		return
+	}
+	display, _ := m["display"].(string)
+	names := cs.displays[spelt]
+	if display == "" || len(names) == 0 {
+		return
+	}
+	for _, n := range names {
+		if sameDisplay(n, display) {
+			return
+		}
+	}
+	r.warnf(at+".display", "the display %q is not a display of %s|%s: it is %q", display, sys, spelt, names[0])
+}
+
+// sameDisplay compares displays as terminology servers do: without regard
+// to case or runs of white space.
+func sameDisplay(a, b string) bool {
+	return strings.EqualFold(strings.Join(strings.Fields(a), " "), strings.Join(strings.Fields(b), " "))
+}
+
+// binding checks a coded value against the required or extensible value
+// set of its core element: a code outside a required value set is an
+// error, outside an extensible one a warning; a value set that cannot be
+// expanded from the definitions (one drawing on SNOMED CT) leaves the
+// code unchecked. Codes are the schema's to check (its enumerations).
+func (r *run) binding(info *elementInfo, typ, at string, v any) {
+	var codes [][2]string
+	switch typ {
+	case "Coding":
+		m, _ := v.(map[string]any)
+		if c, ok := codeOf(m); ok {
+			codes = append(codes, c)
+		}
+	case "CodeableConcept":
+		m, _ := v.(map[string]any)
+		for _, cm := range objects(m["coding"]) {
+			if c, ok := codeOf(cm); ok {
+				codes = append(codes, c)
+			}
+		}
+	default:
+		return
+	}
+	if len(codes) == 0 {
+		return
+	}
+	for _, c := range codes {
+		member, unknown := r.memberOf(info.valueSet, c[0], c[1])
+		if member || unknown != "" {
+			return
+		}
+	}
+	what := "the code " + codes[0][0] + "|" + codes[0][1] + " is"
+	if len(codes) > 1 {
+		what = "none of the codes is"
+	}
+	if info.strength == "required" {
+		r.errorf(at, "%s not in the value set %s, and a code from it is required", what, info.valueSet)
+	} else {
+		r.warnf(at, "%s not in the value set %s, and a code from it should be used (the binding is extensible)", what, info.valueSet)
+	}
+}
+
+// codeOf takes the system and code of a Coding.
+func codeOf(m map[string]any) ([2]string, bool) {
+	code, _ := m["code"].(string)
+	sys, _ := m["system"].(string)
+	return [2]string{sys, code}, code != ""
+}

@@ -1,0 +1,3 @@
+package terminology
+
+func (r *run) valueSetRules(vs map[string]any) {}
