@@ -305,6 +305,12 @@ func TestSearchResultControls(t *testing.T) {
 			t.Fatalf("%s", r.Body)
 		}
 	})
+	t.Run("_elements names a choice element without its type", func(t *testing.T) {
+		o := e.get("/Observation?_id=o1&_elements=value,effective").JSON(t)["entry"].([]any)[0].(map[string]any)["resource"].(map[string]any)
+		if o["valueQuantity"] == nil || o["effectiveDateTime"] == nil || o["status"] != nil {
+			t.Fatalf("_elements=value,effective: %v", o)
+		}
+	})
 	t.Run("_summary=true keeps the summary elements", func(t *testing.T) {
 		r := e.get("/Patient?_id=p1&_summary=true")
 		res := r.JSON(t)["entry"].([]any)[0].(map[string]any)["resource"].(map[string]any)
