@@ -171,6 +171,19 @@ func TestAssessmentFillSaveExtract(t *testing.T) {
 	tb.waitFor(`document.querySelector('.qdisplay[data-link-id="phq2-positive"]').hidden`)
 	tb.setValue(`[data-link-id="notes"] textarea`, "Walked to the kitchen unaided. Reviewed medications with her daughter.")
 	tb.settled()
+
+	// Leaving with unsaved answers asks first; staying keeps them.
+	route := eval[string](tb, `location.hash`)
+	tb.click("#form-patient")
+	tb.wait("#confirm")
+	tb.click("#confirm-no")
+	tb.waitFor(`!document.querySelector('#confirm')`)
+	if got := eval[string](tb, `location.hash`); got != route {
+		t.Errorf("after staying the page is %s, want %s", got, route)
+	}
+	if !strings.HasPrefix(eval[string](tb, `document.querySelector('[data-link-id="notes"] textarea').value`), "Walked") {
+		t.Error("after staying the notes are gone")
+	}
 	tb.screenshotTop("assessment-form", 1024, 1366, nil)
 
 	// A systolic pressure the form does not allow: refused by the server,
@@ -330,7 +343,11 @@ func TestQuestionnaireOfAHundredItemsTimes(t *testing.T) {
 	tb.signIn(e.token)
 	var builds, paints, loads, shows, reacts, servers []float64
 	for round := range 7 {
-		tb.visit("#/elsewhere")
+		tb.visit("#/elsewhere") // leaving the answered form asks first
+		tb.waitFor(`!!document.querySelector('main[data-view=elsewhere], #confirm-yes')`)
+		if eval[bool](tb, `!!document.querySelector('#confirm-yes')`) {
+			tb.click("#confirm-yes")
+		}
 		tb.wait("main[data-view=elsewhere]")
 		start := time.Now()
 		tb.visit("#/assess/" + pid + "/hundred")

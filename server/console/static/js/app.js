@@ -90,9 +90,33 @@ function renderWho() {
     h('button', {type: 'button', id: 'signout', onclick: () => { api.signOut(); session.overview = null; renderWho(); go('#/signin'); }}, 'Sign out'));
 }
 
+// leaveGuard, set by a view with unsaved work (guardLeave), is asked
+// before another route replaces the view; it resolves to whether to go.
+let leaveGuard = null;
+let shown = location.hash;
+
+// guardLeave sets the question asked before leaving the current view.
+export function guardLeave(fn) { leaveGuard = fn; }
+
+// syncShown tells the router that the view changed its own route
+// (history.replaceState), which is no navigation away from it.
+export function syncShown() { shown = location.hash; }
+
+window.addEventListener('beforeunload', (ev) => {
+  if (leaveGuard && leaveGuard.dirty && leaveGuard.dirty()) ev.preventDefault();
+});
+
 let seq = 0;
 // route_ renders the view of the current hash.
 async function route_() {
+  if (leaveGuard && location.hash !== shown) {
+    const target = location.hash;
+    history.replaceState(null, '', shown); // stay until the user answers
+    if (!(await leaveGuard())) return;
+    history.replaceState(null, '', target);
+  }
+  leaveGuard = null;
+  shown = location.hash;
   const my = ++seq;
   const main = document.getElementById('main');
   const {parts, query, params} = parseHash();

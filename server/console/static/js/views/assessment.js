@@ -8,9 +8,9 @@
 // (calculatedExpression, enableWhenExpression, initialExpression) is
 // evaluated by the console's API with the server's engine, the latest
 // answers sent again whenever the previous evaluation comes back.
-import {h, enc, message, clear} from '../dom.js';
+import {h, enc, message, clear, confirmDialog} from '../dom.js';
 import * as api from '../api.js';
-import {can, go, flash, errorBox, session} from '../app.js';
+import {can, go, flash, errorBox, session, guardLeave, syncShown} from '../app.js';
 import {Form} from '../form.js';
 import {renderForm, showEnabled, setError, answersEqual} from '../formview.js';
 import {patientName} from './chart.js';
@@ -176,6 +176,10 @@ function fillView(st) {
   st.section.dataset.items = st.form.nodes().length;
   if (st.form.hasExpressions) evaluate(st, false);
   else st.section.dataset.state = 'ready';
+  const guard = () => (!st.dirty ? Promise.resolve(true)
+    : confirmDialog('Leave this assessment? The answers given since it was last saved will be lost.', 'Leave without saving'));
+  guard.dirty = () => !!st.dirty;
+  guardLeave(guard);
   return st.section;
 }
 
@@ -381,6 +385,7 @@ async function save(st, status) {
     return;
   }
   history.replaceState(null, '', '#/fill/' + enc(saved.id));
+  syncShown();
   document.getElementById('form-status').textContent = 'in progress';
   st.status.textContent = 'Draft saved, version ' + st.version + ', at ' + new Date().toLocaleTimeString() + '.';
 }
