@@ -220,6 +220,9 @@ func TestAssessmentFillSaveExtract(t *testing.T) {
 		t.Errorf("the draft is %v", got)
 	}
 	tb.visit("#/assess/" + pid)
+	if got := tb.text("#in-progress a"); got != "Continue: Home-health visit assessment" {
+		t.Errorf("the draft is listed as %q", got)
+	}
 	tb.click(`#in-progress a`)
 	tb.wait("#assessment-form")
 	tb.settled()

@@ -75,9 +75,10 @@ async function pickView(pid, title) {
   search.addEventListener('input', () => { clearTimeout(timer); timer = setTimeout(load, 150); });
   await load();
   const rs = responses ? (responses.entry || []).map((e) => e.resource).filter((r) => r && r.resourceType === 'QuestionnaireResponse') : [];
+  const titles = await formTitles(rs);
   const row = (r) => h('li', {dataset: {id: r.id}},
     h('a', {href: r.status === 'in-progress' && can('QuestionnaireResponse', 'u') ? '#/fill/' + enc(r.id) : '#/response/' + enc(r.id)},
-      r.status === 'in-progress' ? 'Continue: ' : '', formName(r)),
+      r.status === 'in-progress' ? 'Continue: ' : '', titles.get((r.questionnaire || '').split('|')[0]) || formName(r)),
     h('span', {class: 'muted'}, ' · ' + r.status + (r.authored ? ' · ' + new Date(r.authored).toLocaleString() : '')));
   const open = rs.filter((r) => r.status === 'in-progress');
   const done = rs.filter((r) => r.status !== 'in-progress');
@@ -87,6 +88,19 @@ async function pickView(pid, title) {
     h('section', {class: 'card'}, h('h2', null, 'Forms'),
       h('div', {class: 'row'}, h('label', {for: 'form-search'}, 'Search by title'), search), list),
     done.length ? h('section', {class: 'card', id: 'completed'}, h('h2', null, 'Earlier assessments'), h('ul', {class: 'items'}, done.map(row))) : null);
+}
+
+// formTitles reads the titles of the forms of responses, in one search,
+// by url; a form not found is named by its canonical.
+async function formTitles(responses) {
+  const urls = [...new Set(responses.map((r) => (r.questionnaire || '').split('|')[0]).filter((u) => /^https?:/.test(u)))].slice(0, 20);
+  const out = new Map();
+  if (!urls.length) return out;
+  try {
+    const b = await api.get('/Questionnaire?url=' + urls.map(enc).join(',') + '&_count=100&_elements=url,title,name');
+    for (const e of b.entry || []) if (e.resource && e.resource.url) out.set(e.resource.url, formTitle(e.resource));
+  } catch (e) { /* the canonicals name them */ }
+  return out;
 }
 
 // formName is how a response names its form, for lists.
@@ -141,7 +155,7 @@ function fillView(st) {
   st.expand = new Map();
   st.live = h('p', {class: 'sr-only', id: 'form-live', 'aria-live': 'polite'});
   st.summary = h('div', {id: 'form-errors', tabindex: '-1'});
-  st.status = h('p', {class: 'save-status', id: 'save-status', role: 'status'}, st.id ? 'In progress, version ' + st.version + '.' : 'Not saved yet.');
+  st.status = h('p', {class: 'save-status', id: 'save-status', role: 'status'}, st.id ? 'Saved as version ' + st.version + '.' : 'Not saved yet.');
   st.conflictBox = h('div', {id: 'conflict-box'});
   const io = {
     changed: (n) => changed(st, n),
@@ -160,7 +174,7 @@ function fillView(st) {
       h('h1', null, h('span', {id: 'form-title'}, formTitle(q)), q.version ? h('span', {class: 'muted small'}, ' version ' + q.version) : null),
       h('p', {class: 'who-for'}, patient ? ['For ', h('a', {id: 'form-patient', href: '#/chart/' + enc(pid)}, name),
         patient.birthDate ? h('span', {class: 'muted'}, ' · born ' + patient.birthDate) : null] : 'No patient',
-      ' · ', h('span', {class: 'badge', id: 'form-status'}, st.id ? 'in progress' : 'new'),
+      ' · ', h('span', {class: 'badge', id: 'form-status'}, !st.id ? 'new' : st.base.status === 'in-progress' ? 'in progress' : st.base.status),
       st.form.nodes().some((n) => n.q.required) ? h('span', {class: 'muted'}, ' · fields marked ', h('span', {class: 'req'}, '*'), ' are required') : null),
       q.description ? h('p', {class: 'muted'}, q.description) : null,
       h('div', {class: 'actions no-print'},
