@@ -204,11 +204,11 @@ func (r *run) conceptProperty(at string, p map[string]any, defined map[string]st
 
 // identifierRule checks an Identifier: one whose system says its value is
 // a URI (urn:ietf:rfc:3986) must have an absolute URI as its value.
-func (r *run) identifierRule(at string, id map[string]any) {
+func (r *run) identifierRule(l *loc, id map[string]any) {
 	sys, _ := id["system"].(string)
 	value, ok := id["value"].(string)
 	if sys == "urn:ietf:rfc:3986" && ok && !uriValue.MatchString(value) {
-		r.errorf(at, "the identifier's system is urn:ietf:rfc:3986, so its value must be an absolute URI (starting with a scheme such as urn:oid:), not %q", value)
+		r.errorf(l.String(), "the identifier's system is urn:ietf:rfc:3986, so its value must be an absolute URI (starting with a scheme such as urn:oid:), not %q", value)
 	}
 }
 

@@ -9,7 +9,7 @@ import (
 // definitions hold in full must be one of its codes, and its display one
 // of the code's (a warning otherwise); a SNOMED CT code must be a concept
 // identifier or an expression.
-func (r *run) coding(at string, m map[string]any) {
+func (r *run) coding(l *loc, m map[string]any) {
 	sys, _ := m["system"].(string)
 	code, _ := m["code"].(string)
 	if sys == "" {
@@ -17,7 +17,7 @@ func (r *run) coding(at string, m map[string]any) {
 	}
 	if sys == SNOMED {
 		if why := snomedCode(code); code != "" && why != "" {
-			r.errorf(at+".code", "unknown code %q in the code system %s: %s", code, sys, why)
+			r.errorf(l.at("code"), "unknown code %q in the code system %s: %s", code, sys, why)
 		}
 		return
 	}
@@ -26,7 +26,7 @@ func (r *run) coding(at string, m map[string]any) {
 		return
 	}
 	if cs.supplements != "" {
-		r.errorf(at+".system", "the code system %s is a supplement (of %s), so it cannot be the system of a code", sys, cs.supplements)
+		r.errorf(l.at("system"), "the code system %s is a supplement (of %s), so it cannot be the system of a code", sys, cs.supplements)
 		return
 	}
 	if code == "" || !cs.complete() {
@@ -37,7 +37,7 @@ func (r *run) coding(at string, m map[string]any) {
 	}
 	spelt, ok := cs.lookup(code)
 	if !ok {
-		r.errorf(at+".code", "unknown code %q in the code system %s", code, sys)
+		r.errorf(l.at("code"), "unknown code %q in the code system %s", code, sys)
 		return
 	}
 	display, _ := m["display"].(string)
@@ -50,7 +50,7 @@ func (r *run) coding(at string, m map[string]any) {
 			return
 		}
 	}
-	r.warnf(at+".display", "the display %q is not a display of %s|%s: it is %q", display, sys, spelt, names[0])
+	r.warnf(l.at("display"), "the display %q is not a display of %s|%s: it is %q", display, sys, spelt, names[0])
 }
 
 // sameDisplay compares displays as terminology servers do: without regard
@@ -64,16 +64,14 @@ func sameDisplay(a, b string) bool {
 // error, outside an extensible one a warning; a value set that cannot be
 // expanded from the definitions (one drawing on SNOMED CT) leaves the
 // code unchecked. Codes are the schema's to check (its enumerations).
-func (r *run) binding(info *elementInfo, typ, at string, v any) {
+func (r *run) binding(info *node, typ string, l *loc, m map[string]any) {
 	var codes [][2]string
 	switch typ {
 	case "Coding":
-		m, _ := v.(map[string]any)
 		if c, ok := codeOf(m); ok {
 			codes = append(codes, c)
 		}
 	case "CodeableConcept":
-		m, _ := v.(map[string]any)
 		for _, cm := range objects(m["coding"]) {
 			if c, ok := codeOf(cm); ok {
 				codes = append(codes, c)
@@ -96,9 +94,9 @@ func (r *run) binding(info *elementInfo, typ, at string, v any) {
 		what = "none of the codes is"
 	}
 	if info.strength == "required" {
-		r.errorf(at, "%s not in the value set %s, and a code from it is required", what, info.valueSet)
+		r.errorf(l.String(), "%s not in the value set %s, and a code from it is required", what, info.valueSet)
 	} else {
-		r.warnf(at, "%s not in the value set %s, and a code from it should be used (the binding is extensible)", what, info.valueSet)
+		r.warnf(l.String(), "%s not in the value set %s, and a code from it should be used (the binding is extensible)", what, info.valueSet)
 	}
 }
 

@@ -21,6 +21,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"sort"
 	"strings"
 	"sync"
 
@@ -61,7 +62,7 @@ func NewChecker(v *profile.Validator) *Checker {
 func (c *Checker) Check(ctx context.Context, defs profile.Definitions, resource map[string]any) ([]fhirschema.Issue, error) {
 	r := &run{ctx: ctx, c: c, defs: defs}
 	typ, _ := resource["resourceType"].(string)
-	r.resource(typ, typ, resource, 0)
+	r.resource(typ, &loc{name: typ, index: -1}, resource, 0)
 	if r.err == nil {
 		switch typ {
 		case "CodeSystem":
@@ -73,6 +74,8 @@ func (c *Checker) Check(ctx context.Context, defs profile.Definitions, resource 
 	if r.err != nil {
 		return nil, r.err
 	}
+	// the walk follows JSON objects in no order
+	sort.SliceStable(r.issues, func(i, j int) bool { return r.issues[i].Expression < r.issues[j].Expression })
 	return r.issues, nil
 }
 

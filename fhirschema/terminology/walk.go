@@ -2,7 +2,6 @@ package terminology
 
 import (
 	"context"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,188 +13,210 @@ import (
 // extensions in extensions).
 const maxDepth = 64
 
-// elementInfo is what the walk reads of a core element definition.
-type elementInfo struct {
+// node is what the walk reads of a core element definition, with its
+// children by the names they have in JSON.
+type node struct {
 	types    []string
 	strength string
 	valueSet string
+	// children holds the elements the same definition lists under this
+	// one (a backbone element's, or the root's), a choice element under
+	// each of its JSON names (valueCoding).
+	children map[string]child
 	// ref is the path of the element whose definition this one reuses
 	// (contentReference).
 	ref string
-	// parent tells an element whose children the same definition lists.
-	parent bool
 }
 
-// typeDef indexes a core StructureDefinition's snapshot by path.
-type typeDef struct {
-	elems map[string]*elementInfo
+// child is an element as a JSON property names it: its node and type.
+type child struct {
+	n    *node
+	typ  string
+	name string // the FHIRPath name: value.ofType(Coding) for valueCoding
 }
 
-// typeDefs holds the core definitions read so far, by type name; nil for
-// a name the core does not define. The core never changes.
+// typeDefs holds the core definitions read so far, by type name: the
+// root node, or nil for a name the core does not define. The core never
+// changes.
 var typeDefs sync.Map
 
-// coreType returns the core definition of the resource or data type
-// name.
-func coreType(name string) *typeDef {
+// coreType returns the root node of the core definition of the resource
+// or data type name.
+func coreType(name string) *node {
 	if v, ok := typeDefs.Load(name); ok {
-		return v.(*typeDef)
+		return v.(*node)
 	}
-	var td *typeDef
+	var root *node
 	sd, err := profile.Core().Resource(context.Background(), "StructureDefinition", "http://hl7.org/fhir/StructureDefinition/"+name)
 	if err == nil && sd != nil {
-		td = indexType(sd)
+		root = indexType(sd)
 	}
-	typeDefs.Store(name, td)
-	return td
+	typeDefs.Store(name, root)
+	return root
 }
 
-func indexType(sd map[string]any) *typeDef {
-	td := &typeDef{elems: map[string]*elementInfo{}}
+// indexType builds the node tree of a StructureDefinition's snapshot.
+func indexType(sd map[string]any) *node {
+	byPath := map[string]*node{}
+	var root *node
+	var refs []*node
 	snap, _ := sd["snapshot"].(map[string]any)
 	for _, e := range objects(snap["element"]) {
 		path, _ := e["path"].(string)
-		if path == "" {
+		if path == "" || byPath[path] != nil {
 			continue
 		}
-		info := &elementInfo{}
+		n := &node{}
 		for _, t := range objects(e["type"]) {
 			if code, _ := t["code"].(string); code != "" {
-				info.types = append(info.types, code)
+				n.types = append(n.types, code)
 			}
 		}
 		if b, ok := e["binding"].(map[string]any); ok {
-			info.strength, _ = b["strength"].(string)
-			info.valueSet, _ = b["valueSet"].(string)
+			n.strength, _ = b["strength"].(string)
+			n.valueSet, _ = b["valueSet"].(string)
 		}
 		if ref, _ := e["contentReference"].(string); ref != "" {
-			info.ref = strings.TrimPrefix(ref, "#")
+			n.ref = strings.TrimPrefix(ref, "#")
+			refs = append(refs, n)
 		}
-		td.elems[path] = info
-		if i := strings.LastIndexByte(path, '.'); i > 0 {
-			if p := td.elems[path[:i]]; p != nil {
-				p.parent = true
-			}
-		}
-	}
-	return td
-}
-
-// child finds the definition of the JSON property key of the element at
-// path: a plain element, or a choice element named with its type
-// (valueCoding), whose type it then returns.
-func (td *typeDef) child(path, key string) (*elementInfo, string, string) {
-	p := path + "." + key
-	if info := td.elems[p]; info != nil {
-		if len(info.types) == 1 {
-			return info, p, info.types[0]
-		}
-		return info, p, ""
-	}
-	for i := 1; i < len(key); i++ {
-		if key[i] < 'A' || key[i] > 'Z' {
+		byPath[path] = n
+		i := strings.LastIndexByte(path, '.')
+		if i < 0 {
+			root = n
 			continue
 		}
-		cp := path + "." + key[:i] + "[x]"
-		info := td.elems[cp]
-		if info == nil {
+		parent := byPath[path[:i]]
+		if parent == nil {
 			continue
 		}
-		suffix := key[i:]
-		for _, t := range info.types {
-			if strings.EqualFold(t[:1], suffix[:1]) && t[1:] == suffix[1:] {
-				return info, cp, t
-			}
+		if parent.children == nil {
+			parent.children = map[string]child{}
 		}
-		return nil, "", ""
+		name := path[i+1:]
+		if base, ok := strings.CutSuffix(name, "[x]"); ok {
+			for _, t := range n.types {
+				parent.children[base+strings.ToUpper(t[:1])+t[1:]] = child{n: n, typ: t, name: base + ".ofType(" + t + ")"}
+			}
+			continue
+		}
+		typ := ""
+		if len(n.types) == 1 {
+			typ = n.types[0]
+		}
+		parent.children[name] = child{n: n, typ: typ, name: name}
 	}
-	return nil, "", ""
+	for _, n := range refs {
+		if target := byPath[n.ref]; target != nil {
+			n.children = target.children
+		}
+	}
+	return root
 }
 
-// resource walks a resource of type typ at the FHIRPath at.
-func (r *run) resource(typ, at string, res map[string]any, depth int) {
-	td := coreType(typ)
-	if td == nil || depth > maxDepth {
+// loc is a FHIRPath location built as the walk goes down, rendered only
+// when an issue needs it.
+type loc struct {
+	parent *loc
+	name   string
+	index  int // -1 for a single value
+}
+
+func (l *loc) String() string {
+	if l == nil {
+		return ""
+	}
+	s := l.name
+	if l.index >= 0 {
+		s += "[" + strconv.Itoa(l.index) + "]"
+	}
+	if l.parent == nil {
+		return s
+	}
+	return l.parent.String() + "." + s
+}
+
+// at renders l followed by more.
+func (l *loc) at(more string) string {
+	if more == "" {
+		return l.String()
+	}
+	return l.String() + "." + more
+}
+
+// resource walks a resource of type typ at l.
+func (r *run) resource(typ string, l *loc, res map[string]any, depth int) {
+	root := coreType(typ)
+	if root == nil || depth > maxDepth {
 		return
 	}
-	r.object(td, typ, at, res, depth)
+	r.object(root, l, res, depth)
 }
 
-// object walks the properties of an element of td at the definition
-// path path and the FHIRPath at.
-func (r *run) object(td *typeDef, path, at string, obj map[string]any, depth int) {
-	keys := make([]string, 0, len(obj))
-	for k := range obj {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, key := range keys {
+// object walks the properties of an element whose definition is n.
+func (r *run) object(n *node, l *loc, obj map[string]any, depth int) {
+	for key, v := range obj {
 		if r.err != nil {
 			return
 		}
-		if key == "resourceType" {
+		if len(key) > 1 && key[0] == '_' {
+			r.extendedPrimitive(n, l, key[1:], obj)
 			continue
 		}
-		if name, ok := strings.CutPrefix(key, "_"); ok {
-			r.extendedPrimitive(td, path, at, name, obj)
+		c, ok := n.children[key]
+		if !ok {
 			continue
 		}
-		info, epath, typ := td.child(path, key)
-		if info == nil {
-			continue
-		}
-		v := obj[key]
 		if list, ok := v.([]any); ok {
 			for i, item := range list {
-				r.value(td, info, epath, typ, at+"."+key+"["+strconv.Itoa(i)+"]", item, depth)
+				r.value(c, &loc{l, c.name, i}, item, depth)
 			}
 			continue
 		}
-		name := key
-		if strings.HasSuffix(epath, "[x]") {
-			// FHIRPath names a choice by its element and type
-			name = strings.TrimSuffix(epath[strings.LastIndexByte(epath, '.')+1:], "[x]") + ".ofType(" + typ + ")"
-		}
-		r.value(td, info, epath, typ, at+"."+name, v, depth)
+		r.value(c, &loc{l, c.name, -1}, v, depth)
 	}
 }
 
 // value checks one value of an element and walks into it.
-func (r *run) value(td *typeDef, info *elementInfo, epath, typ, at string, v any, depth int) {
+func (r *run) value(c child, l *loc, v any, depth int) {
 	obj, isObject := v.(map[string]any)
-	if info.strength == "required" || info.strength == "extensible" {
-		r.binding(info, typ, at, v)
-	}
 	if !isObject || depth > maxDepth {
 		return
 	}
-	switch typ {
+	if c.n.strength == "required" || c.n.strength == "extensible" {
+		r.binding(c.n, c.typ, l, obj)
+	}
+	switch c.typ {
 	case "Coding":
-		r.coding(at, obj)
+		r.coding(l, obj)
+		return
 	case "Identifier":
-		r.identifierRule(at, obj)
+		r.identifierRule(l, obj)
+	case "Narrative", "Quantity", "Reference", "Period", "HumanName", "ContactPoint", "Address", "Attachment":
+		// nothing coded beyond what the schema checks, unless extended
+		if _, ok := obj["extension"]; !ok {
+			return
+		}
 	case "Resource":
 		rt, _ := obj["resourceType"].(string)
-		r.resource(rt, at, obj, depth+1)
+		r.resource(rt, l, obj, depth+1)
 		return
 	}
 	switch {
-	case info.parent:
-		r.object(td, epath, at, obj, depth+1)
-	case info.ref != "":
-		r.object(td, info.ref, at, obj, depth+1)
-	case typ != "" && typ[0] >= 'A' && typ[0] <= 'Z':
-		if t := coreType(typ); t != nil {
-			r.object(t, typ, at, obj, depth+1)
+	case c.n.children != nil:
+		r.object(c.n, l, obj, depth+1)
+	case c.typ != "" && c.typ[0] >= 'A' && c.typ[0] <= 'Z':
+		if t := coreType(c.typ); t != nil {
+			r.object(t, l, obj, depth+1)
 		}
 	}
 }
 
 // extendedPrimitive checks a primitive given by its extensions (_name):
 // an element with a required binding needs its code even so.
-func (r *run) extendedPrimitive(td *typeDef, path, at, name string, obj map[string]any) {
-	info, _, typ := td.child(path, name)
-	if info == nil || typ != "code" || info.strength != "required" {
+func (r *run) extendedPrimitive(n *node, l *loc, name string, obj map[string]any) {
+	c, ok := n.children[name]
+	if !ok || c.typ != "code" || c.n.strength != "required" {
 		return
 	}
 	ext := obj["_"+name]
@@ -207,12 +228,12 @@ func (r *run) extendedPrimitive(td *typeDef, path, at, name string, obj map[stri
 				continue
 			}
 			if i >= len(vals) || vals[i] == nil {
-				r.errorf(at+"."+name+"["+strconv.Itoa(i)+"]", "no code is given, and a code from the value set %s is required", info.valueSet)
+				r.errorf((&loc{l, c.name, i}).String(), "no code is given, and a code from the value set %s is required", c.n.valueSet)
 			}
 		}
 		return
 	}
 	if ext != nil && val == nil {
-		r.errorf(at+"."+name, "no code is given, and a code from the value set %s is required", info.valueSet)
+		r.errorf((&loc{l, c.name, -1}).String(), "no code is given, and a code from the value set %s is required", c.n.valueSet)
 	}
 }

@@ -78,7 +78,7 @@ func (c *Checker) Check(ctx context.Context, in store.Validation, defs profile.D
 		// own rules say which item repeats a linkId.
 		issues = append(issues, c.formIssues(in)...)
 	}
-	for _, layer := range []func(context.Context, store.Validation, profile.Definitions) ([]fhirschema.Issue, error){checkStructure, checkBundle, checkTerminology, c.checkProfiles, c.checkForms, checkMeasureReport} {
+	for _, layer := range []func(context.Context, store.Validation, profile.Definitions) ([]fhirschema.Issue, error){checkStructure, checkBundle, checkTerminology, checkVitalSigns, c.checkProfiles, c.checkForms, checkMeasureReport} {
 		if !valid(issues) {
 			break
 		}
