@@ -545,6 +545,23 @@ func TestQuestionnaireEveryItemTypeIsAControl(t *testing.T) {
 	tb.setValue(item("at")+" input", "14:00")
 	tb.setValue(item("who")+" input", "Ana Silva")
 	tb.setValue(item("site")+" input", "https://example.org/plan")
+	// A repeating question: a second answer added, a third added and removed.
+	tb.setValue(item("aliases")+" input", "Nana")
+	tb.click(item("aliases") + " button.add")
+	tb.setValue("#"+eval[string](tb, `document.querySelectorAll(`+jsString(item("aliases")+" input")+`)[1].id`), "Gran")
+	tb.click(item("aliases") + " button.add")
+	tb.waitFor(`document.querySelectorAll(` + jsString(item("aliases")+" input") + `).length === 3`)
+	tb.do("remove the third", chromedp.Evaluate[chromedp.Void](`document.querySelectorAll(`+jsString(item("aliases")+" button.remove")+`)[2].click()`))
+	tb.waitFor(`document.querySelectorAll(` + jsString(item("aliases")+" input") + `).length === 2`)
+	// A pattern: a hint while it does not match, none once it does.
+	tb.setValue(item("phone")+" input", "5550142")
+	if got := tb.text(item("phone") + " .qhint"); !strings.Contains(got, "555-0142") {
+		t.Errorf("the phone's hint is %q", got)
+	}
+	tb.setValue(item("phone")+" input", "555-0142")
+	if !eval[bool](tb, `document.querySelector(`+jsString(item("phone")+" .qhint")+`).hidden`) {
+		t.Error("the phone's hint stays once it matches")
+	}
 	tb.choose("mood", "Fair")
 	tb.choose("aids", "cane")
 	tb.choose("aids", "walker")
@@ -615,6 +632,8 @@ func TestQuestionnaireEveryItemTypeIsAControl(t *testing.T) {
 		"day":           `{"valueDate":"2026-12-06"}`,
 		"at":            `{"valueTime":"14:00:00"}`,
 		"who":           `{"valueString":"Ana Silva"}`,
+		"aliases":       `{"valueString":"Nana"} {"valueString":"Gran"}`,
+		"phone":         `{"valueString":"555-0142"}`,
 		"site":          `{"valueUri":"https://example.org/plan"}`,
 		"summary":       `{"valueString":"Stable."}`,
 		"mood":          `{"valueCoding":{"code":"fair","display":"Fair","system":"http://fhirstore.example/cs/mood"}}`,
