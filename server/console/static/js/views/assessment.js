@@ -124,7 +124,7 @@ async function newView(pid, qid) {
     const out = (await api.fhir('POST', '/Questionnaire/' + enc(qid) + '/$populate', {body: params})).body;
     const part = (n) => ((out && out.parameter) || []).find((p) => p.name === n);
     populated = (part('response') || {}).resource || null;
-    const issues = ((part('issues') || {}).resource || {}).issue || [];
+    const issues = (((part('issues') || {}).resource || {}).issue || []).filter((i) => i.severity !== 'information');
     if (issues.length) note = message('info', h('strong', null, 'Some answers could not be pre-filled:'), h('ul', null, issues.map((i) => h('li', null, i.diagnostics || i.code))));
   } catch (e) {
     note = message('info', 'The form could not be pre-filled from the chart (' + e.message + '); it starts empty.');
