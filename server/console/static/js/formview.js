@@ -163,8 +163,10 @@ function controls(n, io, describedBy) {
 // unitText is the unit shown after a number.
 export function unitText(q) {
   const u = extValue(q, EXT.unit);
-  const text = u ? (u.display || u.code || '') : '';
-  return /^\{.*\}$/.test(text) ? '' : text; // a UCUM annotation ({score}) is no unit to show
+  // A UCUM code read as people write it (mm[Hg] as mmHg); an annotation
+  // ({score}) is no unit to show.
+  const text = u ? (u.display || (u.code || '').replace(/\[([^\]]+)\]/g, '$1')) : '';
+  return /^\{.*\}$/.test(text) ? '' : text;
 }
 
 // bound is a minValue or maxValue as an input attribute.
