@@ -603,6 +603,13 @@ func TestQuestionnaireEveryItemTypeIsAControl(t *testing.T) {
 	tb.do("remove the third", chromedp.Evaluate[chromedp.Void](`document.querySelectorAll('.qgroup[data-link-id="contacts"] .remove')[2].click()`))
 	tb.waitFor(`document.querySelectorAll('.qgroup[data-link-id="contacts"]').length === 2`)
 
+	// On a tablet held upright nothing runs off the side.
+	tb.do("a tablet", chromedp.EmulateViewport(768, 1024))
+	if w := eval[int](tb, `document.querySelector('#assessment').scrollWidth`); w > 768 {
+		t.Errorf("at 768 px the form is %d px wide", w)
+	}
+	tb.do("a desktop again", chromedp.EmulateReset())
+
 	tb.click("#save-draft")
 	tb.waitFor(`document.querySelector('#save-status').textContent.startsWith('Draft saved') || document.querySelector('#form-errors').textContent !== ''`)
 	if errs := tb.text("#form-errors"); errs != "" {
