@@ -47,6 +47,8 @@ type element struct {
 	fixedKey           string
 	patternKey         string
 	maxLength          int
+	minLength          int      // the minLength extension
+	narrative          []string // the narrative-language-control extension's codes
 	minValue, maxValue any
 	minKey, maxKey     string
 	binding            *binding
@@ -273,6 +275,7 @@ func newElement(raw map[string]any) (*element, error) {
 	if e.maxLength, err = intOf(raw["maxLength"], 0); err != nil {
 		return nil, fmt.Errorf("element %s: maxLength: %w", path, err)
 	}
+	readElementExtensions(e, raw)
 	e.types = typesOf(raw)
 	if mayBePrimitive(e.types) {
 		e.twinKey = "_" + e.name
@@ -434,4 +437,28 @@ func maxOf(v any) (int, error) {
 		return 0, fmt.Errorf("max %q is neither a number nor *", s)
 	}
 	return n, nil
+}
+
+// Extensions on an element definition that constrain its values.
+const (
+	extMinLength       = "http://hl7.org/fhir/StructureDefinition/minLength"
+	extNarrativeLangCt = "http://hl7.org/fhir/StructureDefinition/narrative-language-control"
+)
+
+// readElementExtensions reads the extensions of an element definition
+// that constrain its values: minLength, and narrative-language-control
+// (_no, _yes, _resource or language codes) on a Narrative.
+func readElementExtensions(e *element, raw map[string]any) {
+	for _, x := range objects(raw["extension"]) {
+		switch x["url"] {
+		case extMinLength:
+			if n, err := intOf(x["valueInteger"], 0); err == nil {
+				e.minLength = n
+			}
+		case extNarrativeLangCt:
+			if c, _ := x["valueCode"].(string); c != "" {
+				e.narrative = append(e.narrative, c)
+			}
+		}
+	}
 }

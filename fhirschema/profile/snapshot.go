@@ -97,6 +97,9 @@ func (b *builder) applyAll(diff []map[string]any) error {
 	for _, d := range diff {
 		id := diffID(d, last)
 		path, _ := d["path"].(string)
+		if !idMatchesPath(id, path) {
+			return &DifferentialError{id, fmt.Sprintf("its path %s names another element than its id", path)}
+		}
 		last[path] = id
 		i, err := b.ensure(id, d)
 		if err != nil {
@@ -127,6 +130,38 @@ func diffID(d map[string]any, last map[string]string) string {
 		id += ":" + s
 	}
 	return id
+}
+
+// idMatchesPath reports whether an element's id (without its slice
+// names) and its path name the same element: the same segments, a choice
+// named by its element (value[x]) on one side and by one of its types
+// (valueQuantity) on the other allowed.
+func idMatchesPath(id, path string) bool {
+	segs := splitID(id)
+	for i, seg := range segs {
+		segs[i], _, _ = strings.Cut(seg, ":")
+	}
+	idPath := strings.Join(segs, ".")
+	if path == "" || idPath == path {
+		return true
+	}
+	a, b := strings.Split(idPath, "."), strings.Split(path, ".")
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] && !choiceOf(a[i], b[i]) && !choiceOf(b[i], a[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// choiceOf reports whether name is the choice element x (value[x]) named
+// by one of its types (valueQuantity).
+func choiceOf(x, name string) bool {
+	base, ok := strings.CutSuffix(x, "[x]")
+	return ok && strings.HasPrefix(name, base) && len(name) > len(base) && name[len(base)] >= 'A' && name[len(base)] <= 'Z'
 }
 
 func parentPath(p string) string {

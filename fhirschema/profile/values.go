@@ -19,6 +19,12 @@ func (w *walker) checkValue(p *compiled, el *element, n node) {
 	if s, ok := n.value.(string); ok && el.maxLength > 0 && utf8.RuneCountInString(s) > el.maxLength {
 		w.errorf(p, "value", n.loc(), "%s: the value is %d characters long, more than maxLength %d", elementID(el), utf8.RuneCountInString(s), el.maxLength)
 	}
+	if s, ok := n.value.(string); ok && el.minLength > 0 && utf8.RuneCountInString(s) < el.minLength {
+		w.errorf(p, "value", n.loc(), "%s: the value is %d characters long, less than its minLength %d", elementID(el), utf8.RuneCountInString(s), el.minLength)
+	}
+	if len(el.narrative) > 0 && n.typ == "Narrative" {
+		w.checkNarrativeLanguages(p, el, n)
+	}
 	if el.minValue != nil && compareBound(n.value, el.minValue) < 0 {
 		w.errorf(p, "value", n.loc(), "%s: the value is less than %s (%s)", elementID(el), compactJSON(el.minValue), el.minKey)
 	}
