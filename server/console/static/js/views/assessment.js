@@ -154,6 +154,7 @@ function fillView(st) {
   st.ev = {inflight: false, again: false, initial: false, count: 0};
   st.expand = new Map();
   st.live = h('p', {class: 'sr-only', id: 'form-live', 'aria-live': 'polite'});
+  st.problems = h('div', {id: 'form-problems'});
   st.summary = h('div', {id: 'form-errors', tabindex: '-1'});
   st.status = h('p', {class: 'save-status', id: 'save-status', role: 'status'}, st.id ? 'Saved as version ' + st.version + '.' : 'Not saved yet.');
   st.conflictBox = h('div', {id: 'conflict-box'});
@@ -180,7 +181,7 @@ function fillView(st) {
       h('div', {class: 'actions no-print'},
         hasInitial(q) ? h('button', {type: 'button', class: 'secondary', id: 'refill', onclick: () => evaluate(st, true)}, 'Fill empty answers from the chart') : null)),
     st.note, writable ? null : message('info', 'This token cannot save assessments; the form can be filled but not stored.'),
-    st.summary, form, st.conflictBox,
+    st.problems, st.summary, form, st.conflictBox,
     h('div', {class: 'form-actions no-print'}, saveDraft, complete,
       h('a', {class: 'button secondary', href: pid ? '#/chart/' + enc(pid) : '#/'}, 'Close'), st.status),
     st.live);
@@ -302,6 +303,13 @@ function apply(st, res, paths, initial) {
   st.form.recompute();
   showEnabled(st.form);
   if (announce.length) st.live.textContent = announce.join('; ');
+  const problems = res.problems || [];
+  const shown = st.problems.dataset.text || '';
+  if (problems.join('\n') !== shown) {
+    st.problems.dataset.text = problems.join('\n');
+    clear(st.problems, problems.length ? message('info', h('strong', null, 'Some of the form\'s calculations failed; the server checks the answers when they are saved:'),
+      h('ul', null, problems.map((p) => h('li', null, p)))) : null);
+  }
   return filled;
 }
 
