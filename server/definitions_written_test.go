@@ -55,3 +55,57 @@ func TestDefinitionsR4AllowsAreStored(t *testing.T) {
 		})
 	}
 }
+
+func TestProfileExtensionsOfElementsAreChecked(t *testing.T) {
+	e := newEnv(t)
+	profile := func(url, element, ext string) string {
+		return `{"resourceType":"StructureDefinition","url":"` + url + `","name":"P","status":"active","kind":"resource","abstract":false,"type":"Patient",
+		  "baseDefinition":"http://hl7.org/fhir/StructureDefinition/Patient","derivation":"constraint",
+		  "differential":{"element":[{"id":"` + element + `","path":"` + element + `","extension":[` + ext + `]}]}}`
+	}
+	for url, body := range map[string]string{
+		"http://example.org/sd/min-id":  profile("http://example.org/sd/min-id", "Patient.id", `{"url":"http://hl7.org/fhir/StructureDefinition/minLength","valueInteger":5}`),
+		"http://example.org/sd/no-lang": profile("http://example.org/sd/no-lang", "Patient.text", `{"url":"http://hl7.org/fhir/StructureDefinition/narrative-language-control","valueCode":"_no"}`),
+		"http://example.org/sd/lang":    profile("http://example.org/sd/lang", "Patient.text", `{"url":"http://hl7.org/fhir/StructureDefinition/narrative-language-control","valueCode":"_resource"}`),
+	} {
+		if r := e.post("/StructureDefinition", body); r.Status != http.StatusCreated {
+			t.Fatalf("store %s: %d %s", url, r.Status, r.Body)
+		}
+	}
+	sections := `"text":{"status":"generated","div":"<div xmlns=\"http://www.w3.org/1999/xhtml\"><div lang=\"de\" xml:lang=\"de\">Hallo</div></div>"}`
+	for _, tc := range []struct {
+		name, profile, body string
+		valid               bool
+	}{
+		{"an id as long as minLength", "min-id", `{"resourceType":"Patient","id":"abcdef"}`, true},
+		{"an id shorter than minLength", "min-id", `{"resourceType":"Patient","id":"abc"}`, false},
+		{"language sections where the profile prohibits them", "no-lang", `{"resourceType":"Patient",` + sections + `}`, false},
+		{"no section in the resource's language", "lang", `{"resourceType":"Patient","language":"en",` + sections + `}`, false},
+		{"a section in the resource's language", "lang", `{"resourceType":"Patient","language":"de",` + sections + `}`, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := e.post("/Patient/$validate?profile=http://example.org/sd/"+tc.profile, tc.body)
+			errs := 0
+			for _, is := range r.JSON(t)["issue"].([]any) {
+				if is.(map[string]any)["severity"] == "error" {
+					errs++
+				}
+			}
+			if (errs == 0) != tc.valid {
+				t.Fatalf("valid %v, want %v: %s", errs == 0, tc.valid, r.Body)
+			}
+		})
+	}
+}
+
+func TestADifferentialElementWhosePathIsNotItsIDIsRefused(t *testing.T) {
+	e := newEnv(t)
+	sd := `{"resourceType":"StructureDefinition","url":"http://example.org/sd/bla","name":"Bla","status":"active","kind":"resource","abstract":false,"type":"Observation",
+	  "baseDefinition":"http://hl7.org/fhir/StructureDefinition/Observation","derivation":"constraint",
+	  "differential":{"element":[{"id":"Observation.valueQuantity","path":"Observation.valueBla"}]}}`
+	wantOutcome(t, e.post("/StructureDefinition", sd), http.StatusUnprocessableEntity, "")
+	ok := strings.Replace(sd, "Observation.valueBla", "Observation.value[x]", 1)
+	if r := e.post("/StructureDefinition", ok); r.Status != http.StatusCreated {
+		t.Fatalf("a choice named by its element in the path and by its type in the id: %d %s", r.Status, r.Body)
+	}
+}
