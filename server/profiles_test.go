@@ -80,6 +80,12 @@ var brokenExamples = map[string]string{
 	// The inhaled oxygen flow rate in L/min, a unit outside the required
 	// ucum-vitals-common value set of R4's vital signs (6.1.0 lifts it).
 	"3.1.1 Observation/satO2-fiO2": "Observation.component[0].valueQuantity",
+	// An entry's RESTful fullUrl must end with its resource's type and id
+	// (.../Endpoint/Endpoint-71 holds Endpoint 71), and be absolute.
+	"3.1.1 Bundle/66c8856b-ba11-4876-8aa8-467aad8c11a2": "Bundle.entry[2].fullUrl",
+	"6.1.0 Bundle/66c8856b-ba11-4876-8aa8-467aad8c11a2": "Bundle.entry[2].fullUrl",
+	"3.1.1 Bundle/uscore-mo3":                           "Bundle.entry[1].fullUrl",
+	"6.1.0 Bundle/docref-example-2":                     "Bundle.entry[2].fullUrl",
 }
 
 // TestEveryUSCoreExampleIsStoredAgainstTheProfilesItClaims: with the

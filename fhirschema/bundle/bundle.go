@@ -19,6 +19,7 @@ import (
 // fullURLOptional are the Bundle types whose entries may go without a
 // fullUrl: a create in a transaction or batch has no identity yet, and
 // the results of operations may be unidentified (Bundle.entry.fullUrl).
+// So may an OperationOutcome about a search.
 var fullURLOptional = map[string]bool{"transaction": true, "batch": true, "transaction-response": true, "batch-response": true}
 
 // restfulURL is the regex of references.html for a RESTful URL:
@@ -37,6 +38,9 @@ type entry struct {
 	typ, id  string
 	version  string // meta.versionId
 	create   bool   // a POST in a transaction or batch
+	// outcome marks an OperationOutcome about a search (search.mode
+	// outcome): a result of the operation, not a resource with an identity.
+	outcome bool
 }
 
 // checker holds a Bundle's entries indexed by fullUrl, and what was found.
@@ -64,6 +68,8 @@ func Check(b map[string]any) []fhirschema.Issue {
 		}
 		req, _ := e["request"].(map[string]any)
 		en.create = req["method"] == "POST"
+		search, _ := e["search"].(map[string]any)
+		en.outcome = search["mode"] == "outcome"
 		c.entries = append(c.entries, en)
 		if en.fullURL != "" {
 			c.byURL[en.fullURL] = append(c.byURL[en.fullURL], en)
@@ -100,8 +106,8 @@ func (c *checker) checkFullURL(en *entry) {
 	at := fmt.Sprintf("Bundle.entry[%d]", en.index)
 	switch {
 	case en.fullURL == "":
-		if en.resource != nil && !fullURLOptional[c.typ] {
-			c.errorf("required", at, "an entry of a %s Bundle must have a fullUrl, the identity of its resource (only transactions and batches may leave it out)", c.typ)
+		if en.resource != nil && !fullURLOptional[c.typ] && !en.outcome {
+			c.errorf("required", at, "an entry of a %s Bundle must have a fullUrl, the identity of its resource (only transactions, batches and the outcome of a search may leave it out)", c.typ)
 		}
 		return
 	case !scheme.MatchString(en.fullURL):
