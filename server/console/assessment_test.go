@@ -219,7 +219,12 @@ func TestAssessmentFillSaveExtract(t *testing.T) {
 	if got := e.fhir(http.MethodGet, "/QuestionnaireResponse/"+qrID, "", http.StatusOK)["status"]; got != "in-progress" {
 		t.Errorf("the draft is %v", got)
 	}
-	tb.visit("#/assess/" + pid)
+	tb.visit("#/chart/" + pid)
+	if got := tb.text("#chart-in-progress"); got != "1 assessment in progress" {
+		t.Errorf("the chart says %q of the draft", got)
+	}
+	tb.click("#chart-in-progress a")
+	tb.wait("#assess-pick")
 	if got := tb.text("#in-progress a"); got != "Continue: Home-health visit assessment" {
 		t.Errorf("the draft is listed as %q", got)
 	}

@@ -26,7 +26,12 @@ const SEARCHES = [
   {key: 'procedures', type: 'Procedure', query: (id) => 'Procedure?patient=' + id + '&_count=100'},
   {key: 'vitals', type: 'Observation', query: (id) => 'Observation/$lastn?patient=' + id + '&category=vital-signs&max=1000'},
   {key: 'labs', type: 'Observation', query: (id) => 'Observation/$lastn?patient=' + id + '&category=laboratory&max=50'},
+  {key: 'assessments', type: 'QuestionnaireResponse', query: (id) => 'QuestionnaireResponse?subject=Patient/' + id + '&status=in-progress&_count=20&_elements=status,authored,questionnaire'},
 ];
+
+// QUIET are the searches a chart can do without: a token that may not run
+// them gets no note about it.
+const QUIET = new Set(['assessments']);
 
 // MAX_PAGES bounds the pages of 100 read of one search.
 const MAX_PAGES = 10;
@@ -35,6 +40,7 @@ const MAX_PAGES = 10;
 const LABELS = {
   conditions: 'Problems', medications: 'Medications', allergies: 'Allergies', immunizations: 'Immunizations',
   careplans: 'Care plans', goals: 'Goals', encounters: 'Encounters', procedures: 'Procedures', vitals: 'Vital signs', labs: 'Laboratory results',
+  assessments: 'Assessments in progress',
 };
 
 export async function chartView(ctx) {
@@ -162,6 +168,7 @@ function render(d) {
   const sec = d.sections;
   const notes = [];
   for (const [key, s] of Object.entries(sec)) {
+    if (QUIET.has(key)) continue;
     if (s.error) notes.push(h('li', {class: 'refused', dataset: {section: key}}, LABELS[key] + ' (' + s.type + ') are not shown: ' + s.error + '.'));
     else if (s.truncated) notes.push(h('li', null, LABELS[key] + ': only the first ' + s.resources.length.toLocaleString() + ' are shown' + (s.cut ? ' (the next page failed: ' + s.cut + ')' : '') + '.'));
   }
@@ -176,7 +183,7 @@ function render(d) {
   const leftOut = [...vitals.leftOut, ...lab.leftOut, ...tl.leftOut];
   const name = patientName(p) || 'Patient/' + p.id;
   return h('section', {class: 'chart', id: 'chart', dataset: {title: 'Chart: ' + name, patient: p.id}},
-    header(p, name),
+    header(p, name, sec.assessments),
     notesBox(notes, leftOut, vitals),
     h('div', {class: 'chart-body'},
       h('div', {class: 'chart-lists'},
@@ -225,7 +232,7 @@ function day(s) {
   return isNaN(t) ? (s || '') : (/^\d{4}$/.test(s) ? s : fmtDay(t));
 }
 
-function header(p, name) {
+function header(p, name, assessments) {
   const dead = p.deceasedDateTime ? new Date(data.parseTime(p.deceasedDateTime)) : null;
   const years = p.birthDate ? age(p.birthDate, dead && !isNaN(dead) ? dead : new Date()) : null;
   const born = p.birthDate ? day(p.birthDate) + (years !== null ? ' (' + (dead ? 'died aged ' : 'age ') + years + ')' : '') : 'unknown';
@@ -243,6 +250,7 @@ function header(p, name) {
         can('QuestionnaireResponse', 'c') ? h('a', {class: 'button', id: 'chart-assess', href: '#/assess/' + enc(p.id)}, 'New assessment') : null,
         h('a', {class: 'button secondary', id: 'chart-resource', href: '#/r/Patient/' + enc(p.id)}, 'Patient resource'),
         h('button', {type: 'button', class: 'secondary', id: 'chart-print', onclick: () => window.print()}, 'Print'))),
+    inProgress(p, assessments),
     h('dl', {class: 'facts'},
       fact('Born', 'chart-born', born),
       fact('Gender', 'chart-gender-text', p.gender || 'unknown'),
@@ -250,6 +258,15 @@ function header(p, name) {
       fact('Address', 'chart-address', addresses.join(' · ') || '—'),
       fact('General practitioner', 'chart-gp', gps.length ? gps.map((g, i) => [i ? ', ' : '', g]) : 'none recorded'),
       fact('Identifiers', 'chart-identifiers', ids.length ? h('ul', {class: 'plain ids'}, ids) : '—')));
+}
+
+// inProgress says how many assessments of the patient are still being
+// filled, linking to where they are continued.
+function inProgress(p, assessments) {
+  const n = assessments && !assessments.error ? assessments.resources.length : 0;
+  if (!n) return null;
+  return h('p', {class: 'chart-in-progress no-print', id: 'chart-in-progress'},
+    h('a', {href: '#/assess/' + enc(p.id)}, n + (assessments.truncated ? '+' : '') + ' assessment' + (n === 1 ? '' : 's') + ' in progress'));
 }
 
 // NOTE_LIMIT is how many left-out readings are listed one by one.
