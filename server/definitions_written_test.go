@@ -109,3 +109,24 @@ func TestADifferentialElementWhosePathIsNotItsIDIsRefused(t *testing.T) {
 		t.Fatalf("a choice named by its element in the path and by its type in the id: %d %s", r.Status, r.Body)
 	}
 }
+
+func TestDifferentialsThatBreakTheirBaseAreRefused(t *testing.T) {
+	e := newEnv(t)
+	ext := func(url, base, fixed string, more string) string {
+		return `{"resourceType":"StructureDefinition","url":"` + url + `","name":"E","status":"active","kind":"complex-type","abstract":false,"type":"Extension",
+		  "context":[{"type":"element","expression":"Patient"}],"baseDefinition":"` + base + `","derivation":"constraint",
+		  "differential":{"element":[{"id":"Extension.url","path":"Extension.url","fixedUri":"` + fixed + `"},
+		  {"id":"Extension.value[x]","path":"Extension.value[x]","type":[{"code":"string"}]}` + more + `]}}`
+	}
+	base := ext("http://example.org/sd/ext-base", "http://hl7.org/fhir/StructureDefinition/Extension", "http://example.org/sd/ext-base", "")
+	if r := e.post("/StructureDefinition", base); r.Status != http.StatusCreated {
+		t.Fatalf("the base extension: %d %s", r.Status, r.Body)
+	}
+	wantOutcome(t, e.post("/StructureDefinition", ext("http://example.org/sd/ext-derived", "http://example.org/sd/ext-base", "http://example.org/sd/ext-derived", "")), http.StatusUnprocessableEntity, "")
+	badSlicing := `,{"id":"Extension.extension","path":"Extension.extension","slicing":{"discriminator":[{"type":"value","path":"type"}],"rules":"open"}}`
+	wantOutcome(t, e.post("/StructureDefinition", ext("http://example.org/sd/ext-sliced", "http://hl7.org/fhir/StructureDefinition/Extension", "http://example.org/sd/ext-sliced", badSlicing)), http.StatusUnprocessableEntity, "")
+	goodSlicing := strings.Replace(badSlicing, `"path":"type"`, `"path":"url"`, 1)
+	if r := e.post("/StructureDefinition", ext("http://example.org/sd/ext-sliced", "http://hl7.org/fhir/StructureDefinition/Extension", "http://example.org/sd/ext-sliced", goodSlicing)); r.Status != http.StatusCreated {
+		t.Fatalf("slicing by url: %d %s", r.Status, r.Body)
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strings"
+
+	"fhirstore/fhirschema"
 )
 
 // maxBaseDepth bounds a chain of profiles each based on the next.
@@ -106,6 +108,9 @@ func (b *builder) applyAll(diff []map[string]any) error {
 			return err
 		}
 		if err := mergeElement(b.elems[i], d, id); err != nil {
+			return err
+		}
+		if err := discriminatorsResolve(b.elems[i], id); err != nil {
 			return err
 		}
 	}
@@ -336,4 +341,31 @@ func (b *builder) insert(at int, elems []map[string]any) {
 	out = append(out, b.elems[:at]...)
 	out = append(out, elems...)
 	b.elems = append(out, b.elems[at:]...)
+}
+
+// discriminatorsResolve checks that each discriminator of e's slicing
+// names an element of e's type (url or value[x] of an Extension, not
+// type), when e has one data type the schema describes.
+func discriminatorsResolve(e map[string]any, id string) error {
+	sl, _ := e["slicing"].(map[string]any)
+	types := objects(e["type"])
+	if sl == nil || len(types) != 1 {
+		return nil
+	}
+	typ, _ := types[0]["code"].(string)
+	switch typ {
+	case "", "BackboneElement", "Element", "Resource":
+		return nil
+	}
+	for _, disc := range objects(sl["discriminator"]) {
+		path, _ := disc["path"].(string)
+		first, _, _ := strings.Cut(path, ".")
+		if path == "" || first == "$this" || strings.ContainsAny(first, "()") {
+			continue
+		}
+		if _, _, ok := fhirschema.Element(typ, strings.TrimSuffix(first, "[x]")); !ok {
+			return &DifferentialError{id, fmt.Sprintf("the discriminator path %s names no element of %s, the type of the element sliced", path, typ)}
+		}
+	}
+	return nil
 }

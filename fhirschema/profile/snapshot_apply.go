@@ -3,6 +3,7 @@ package profile
 import (
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 
 	"fhirstore/fhirschema"
@@ -139,6 +140,9 @@ func mergeElement(e, d map[string]any, id string) error {
 	if err := narrows(e, d); err != nil {
 		return &DifferentialError{id, err.Error()}
 	}
+	if err := keepsFixed(e, d); err != nil {
+		return &DifferentialError{id, err.Error()}
+	}
 	for k, v := range d {
 		switch k {
 		case "id", "path", "base":
@@ -152,6 +156,20 @@ func mergeElement(e, d map[string]any, id string) error {
 	}
 	if !bindable(e) {
 		delete(e, "binding")
+	}
+	return nil
+}
+
+// keepsFixed checks that d does not fix e to another value than its base
+// fixes it to: a fixed value is a constraint every derived profile keeps.
+func keepsFixed(e, d map[string]any) error {
+	for k, base := range e {
+		if !strings.HasPrefix(k, "fixed") {
+			continue
+		}
+		if v, ok := d[k]; ok && !reflect.DeepEqual(base, v) {
+			return fmt.Errorf("%s is fixed to %s in the base; a derived profile cannot fix it to %s", k, compactJSON(base), compactJSON(v))
+		}
 	}
 	return nil
 }
