@@ -23,6 +23,9 @@ func (r *run) coding(l *loc, m map[string]any) {
 	}
 	cs := r.system(sys)
 	if cs == nil {
+		if !external(sys) {
+			r.warnf(l.at("system"), "the code system %s is not known to the server, so the code %q is not checked", sys, code)
+		}
 		return
 	}
 	if cs.supplements != "" {
@@ -51,6 +54,30 @@ func (r *run) coding(l *loc, m map[string]any) {
 		}
 	}
 	r.warnf(l.at("display"), "the display %q is not a display of %s|%s: it is %q", display, sys, spelt, names[0])
+}
+
+// externalSystems start the URLs of the terminologies R4 names but does
+// not define (terminologies-systems.html): the server cannot hold them,
+// and a code of one is not reported as unchecked.
+var externalSystems = []string{
+	"http://loinc.org", "http://www.nlm.nih.gov/research/umls/rxnorm", "http://hl7.org/fhir/sid/",
+	"http://unitsofmeasure.org", "urn:ietf:bcp:", "urn:iso:std:iso:", "urn:oid:", "urn:uuid:",
+	"http://dicom.nema.org/", "http://www.ama-assn.org/go/cpt", "http://nucc.org/", "http://www.whocc.no/atc",
+	"http://hl7.org/fhir/ndfrt", "http://fdasis.nlm.nih.gov", "http://www.radlex.org", "http://www.genenames.org",
+	"http://www.ensembl.org", "http://www.ncbi.nlm.nih.gov/", "http://varnomen.hgvs.org", "http://id.who.int/icd/",
+	"http://www.cms.gov/Medicare/Coding/", "http://ncimeta.nci.nih.gov", "http://www.ebi.ac.uk/",
+	"http://sequenceontology.org", "http://www.pharmgkb.org", "http://www.nubc.org/", "https://www.usps.com/",
+	"http://www.cdc.gov/", "https://www.cdc.gov/", "http://terminology.hl7.org/CodeSystem/v2-", "http://snomed.info/",
+}
+
+// external reports whether sys is one of the external terminologies.
+func external(sys string) bool {
+	for _, p := range externalSystems {
+		if strings.HasPrefix(sys, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // sameDisplay compares displays as terminology servers do: without regard
