@@ -240,7 +240,10 @@ async function evaluate(st, initial, t0 = performance.now()) {
     st.section.dataset.evaluations = st.ev.count;
     st.section.dataset.reactMs = (performance.now() - t0).toFixed(1);
     st.section.dataset.serverMs = String(res.millis);
-    if (fetched) st.ev.again = true; // the searches' answers feed variables
+    if (fetched) { // the searches' answers feed variables: once more, as asked
+      st.ev.again = true;
+      st.ev.initial = st.ev.initial || initial;
+    }
   } catch (e) {
     st.live.textContent = 'Calculated answers could not be updated: ' + e.message;
   } finally {
