@@ -80,6 +80,9 @@ func (in *installer) install(ctx context.Context, path string) error {
 		fmt.Fprintf(in.out, ", %d examples written", done.examples)
 	}
 	fmt.Fprintln(in.out)
+	for _, s := range pkg.Skipped {
+		fmt.Fprintf(in.out, "  skipped %s\n", s)
+	}
 	return nil
 }
 

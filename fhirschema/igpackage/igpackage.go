@@ -43,6 +43,10 @@ type Package struct {
 	// Resources are the conformance resources of package/, in file name
 	// order; Examples those of package/example/.
 	Resources, Examples []*File
+	// Skipped says which files were left out, and why: the second copy
+	// of an ImplementationGuide that older IG publishers write as
+	// package/ig-r4.json.
+	Skipped []string
 }
 
 // Dependency is a package another one depends on.
@@ -230,7 +234,9 @@ func (p *Package) readManifest(body []byte) error {
 
 // check refuses a package for another FHIR version, or two different
 // files of one resource; of two identical ones (package/ig-r4.json beside
-// the ImplementationGuide's own file) it keeps the first.
+// the ImplementationGuide's own file) it keeps the first. Two different
+// copies of the ImplementationGuide, as older IG publishers write them,
+// keep the one named ImplementationGuide-[id].json and skip the other.
 func (p *Package) check() error {
 	for _, v := range p.FHIRVersions {
 		if !strings.HasPrefix(v, "4.0") {
@@ -238,30 +244,47 @@ func (p *Package) check() error {
 		}
 	}
 	var err error
-	if p.Resources, err = distinct(p.Resources); err != nil {
+	if p.Resources, err = p.distinct(p.Resources); err != nil {
 		return err
 	}
-	p.Examples, err = distinct(p.Examples)
+	p.Examples, err = p.distinct(p.Examples)
 	return err
 }
 
 // distinct sorts files by name and drops the copies of a resource.
-func distinct(files []*File) ([]*File, error) {
+func (p *Package) distinct(files []*File) ([]*File, error) {
 	sort.Slice(files, func(i, j int) bool { return files[i].Path < files[j].Path })
-	seen := map[string]*File{}
+	seen := map[string]int{}
 	out := files[:0]
 	for _, f := range files {
 		key := f.Type + "/" + f.ID
-		if other, dup := seen[key]; dup {
-			if !bytes.Equal(other.JSON, f.JSON) {
-				return nil, fail(f.Path, "%s is also in %s, different", key, other.Path)
-			}
+		i, dup := seen[key]
+		if !dup {
+			seen[key] = len(out)
+			out = append(out, f)
 			continue
 		}
-		seen[key] = f
-		out = append(out, f)
+		other := out[i]
+		switch {
+		case bytes.Equal(other.JSON, f.JSON):
+		case f.Type == "ImplementationGuide":
+			keep, skip := canonicalCopy(other, f)
+			out[i] = keep
+			p.Skipped = append(p.Skipped, fmt.Sprintf("%s: another copy of %s, which differs; %s is kept", skip.Path, key, keep.Path))
+		default:
+			return nil, fail(f.Path, "%s is also in %s, different", key, other.Path)
+		}
 	}
 	return out, nil
+}
+
+// canonicalCopy chooses between two files of one ImplementationGuide the
+// one its type and id name (ImplementationGuide-[id].json).
+func canonicalCopy(a, b *File) (keep, skip *File) {
+	if path.Base(b.Path) == "ImplementationGuide-"+b.ID+".json" {
+		return b, a
+	}
+	return a, b
 }
 
 // Key is "name#version", the package's usual name.

@@ -1,8 +1,11 @@
 package igpackage_test
 
 import (
+	"archive/tar"
 	"bytes"
+	"compress/gzip"
 	"errors"
+	"sort"
 	"strings"
 	"testing"
 
@@ -55,5 +58,70 @@ func TestTheSameResourceIgnoresTheMetaAServerSets(t *testing.T) {
 	}
 	if f.Same(bytes.Replace(stored, []byte(`"active"`), []byte(`"retired"`), 1)) {
 		t.Fatal("a changed copy is the same")
+	}
+}
+
+// tgz packs files (name → content) as a FHIR package.
+func tgz(t *testing.T, files map[string]string) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(zw)
+	names := make([]string, 0, len(files))
+	for name := range files {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		body := files[name]
+		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(body))}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tw.Write([]byte(body)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func TestAGuideWrittenTwiceKeepsItsCanonicalFile(t *testing.T) {
+	ig := func(title string) string {
+		return `{"resourceType":"ImplementationGuide","id":"acme","url":"http://example.org/ImplementationGuide/acme","name":"Acme","title":"` + title + `","status":"active","packageId":"acme.fhir","fhirVersion":["4.0.1"]}`
+	}
+	files := map[string]string{
+		"package/package.json":                      `{"name":"acme.fhir","version":"1.0.0","fhirVersions":["4.0.1"]}`,
+		"package/ImplementationGuide-acme.json":     ig("Acme (canonical)"),
+		"package/ig-r4.json":                        ig("Acme (older copy)"),
+		"package/StructureDefinition-acme-pat.json": `{"resourceType":"StructureDefinition","id":"acme-pat","url":"http://example.org/StructureDefinition/acme-pat"}`,
+	}
+	p, err := igpackage.Read(bytes.NewReader(tgz(t, files)))
+	if err != nil {
+		t.Fatalf("a package with its guide twice: %v", err)
+	}
+	var kept []string
+	for _, f := range p.Resources {
+		if f.Type == "ImplementationGuide" {
+			kept = append(kept, f.Path)
+			if !bytes.Contains(f.JSON, []byte("canonical")) {
+				t.Errorf("kept the other copy: %s", f.JSON)
+			}
+		}
+	}
+	if len(kept) != 1 || kept[0] != "package/ImplementationGuide-acme.json" {
+		t.Fatalf("kept %v", kept)
+	}
+	if len(p.Skipped) != 1 || !strings.HasPrefix(p.Skipped[0], "package/ig-r4.json") {
+		t.Fatalf("skipped %v", p.Skipped)
+	}
+	// Two different copies of anything else are still refused.
+	files["package/StructureDefinition-acme-pat2.json"] = `{"resourceType":"StructureDefinition","id":"acme-pat","url":"http://example.org/StructureDefinition/other"}`
+	if _, err := igpackage.Read(bytes.NewReader(tgz(t, files))); err == nil {
+		t.Fatal("two different StructureDefinitions of one id are accepted")
 	}
 }
