@@ -135,8 +135,13 @@ func TestAssessmentFillSaveExtract(t *testing.T) {
 	if tb.shown("fall-count") {
 		t.Error("the number of falls is asked before any fall")
 	}
-	tb.choose("fell", "Yes")
+	// With the keyboard: Space on Yes, then Tab (past Clear) to the new question.
+	tb.do("answer Yes with the keyboard", chromedp.Focus(chromedp.CSS(item("fell")+" input[value=true]")), chromedp.KeyEvent(" "))
 	tb.waitFor(`!document.querySelector(` + jsString(item("fall-count")) + `).closest('[hidden]')`)
+	tb.do("tab on", chromedp.KeyEvent(kb.Tab), chromedp.KeyEvent(kb.Tab))
+	if !eval[bool](tb, `document.activeElement === document.querySelector(`+jsString(item("fall-count")+" input")+`)`) {
+		t.Errorf("Tab after the fall question reaches %s, not the number of falls", eval[string](tb, `document.activeElement.outerHTML.slice(0, 120)`))
+	}
 	if !tb.shown("fall-injury") || !tb.shown("fall-prevention") {
 		t.Error("after a fall: the injury and prevention questions are not shown")
 	}
