@@ -58,6 +58,8 @@ func TestBundlesOfTheValidatorSuite(t *testing.T) {
 			"Bundle", "Bundle.entry[0].fullUrl"},
 		{"a RESTful fullUrl naming another type and id than its resource's", "bundle-ihe-good.xml", []string{"bundle-ihe-profile.xml"},
 			"Bundle", "Bundle.entry[0].fullUrl"},
+		{"a narrative link to a portion of the Composition's narrative it lacks", "ips-htmlrefs-backwards.json", nil,
+			"Bundle", "Bundle.entry[2].resource.extension[0]"},
 		// The HL7 validator skips contained resources when told to; their
 		// ids are still ids of at most 64 characters.
 		{"a contained resource's id of 65 characters", "contained-resource.json", nil,

@@ -4,7 +4,8 @@
 // resource; a document's Composition and a message's MessageHeader find
 // what they point to inside the Bundle; the entries of a search result are
 // what their search mode says; a reference that finds its target in the
-// Bundle agrees with the target's type.
+// Bundle agrees with the target's type, and a narrative link points to a
+// portion of narrative its target has.
 package bundle
 
 import (
@@ -339,6 +340,9 @@ func (c *checker) checkReferences(from *entry, v any, at string) {
 		if s, ok := x["reference"].(string); ok {
 			c.checkTargetType(from, x, s, at)
 		}
+		if x["url"] == narrativeLinkURL {
+			c.checkNarrativeLink(from, x, at)
+		}
 		if x["resourceType"] == "Bundle" {
 			return
 		}
@@ -366,6 +370,58 @@ func (c *checker) checkTargetType(from *entry, ref map[string]any, s, at string)
 	if named, _ := ref["type"].(string); named != "" && fhirschema.IsResourceType(named) && named != target.typ {
 		c.errorf("invalid", at+".type", "the reference's type is %s, but the entry it finds (%s) is a %s", named, target.fullURL, target.typ)
 	}
+}
+
+// narrativeLinkURL is the core extension that links an element to the
+// portion of a narrative that shows it.
+const narrativeLinkURL = "http://hl7.org/fhir/StructureDefinition/narrativeLink"
+
+// checkNarrativeLink checks a narrativeLink extension whose URL names an
+// entry of the Bundle: the portion of the narrative it points to (#id)
+// must be in that entry's resource. In a document, the entry must be
+// there too, as everything a document shows is inside it.
+func (c *checker) checkNarrativeLink(from *entry, ext map[string]any, at string) {
+	link, _ := ext["valueUrl"].(string)
+	if link == "" {
+		link, _ = ext["valueUri"].(string)
+	}
+	base, fragment, ok := strings.Cut(link, "#")
+	if !ok || base == "" || fragment == "" {
+		return
+	}
+	matches, _ := c.resolve(from, base)
+	switch {
+	case len(matches) == 0 && c.typ == "document":
+		c.errorf("not-found", at, "the narrative link %s names %s, which is not in the document", link, base)
+	case len(matches) == 1 && !holdsID(matches[0].resource, fragment):
+		c.errorf("not-found", at, "the narrative link %s points to #%s, which the narrative of %s does not have", link, fragment, base)
+	}
+}
+
+// holdsID reports whether id is the id of an element of v or of an
+// element of its narrative XHTML.
+func holdsID(v any, id string) bool {
+	switch x := v.(type) {
+	case map[string]any:
+		if x["id"] == id {
+			return true
+		}
+		if div, ok := x["div"].(string); ok && (strings.Contains(div, `id="`+id+`"`) || strings.Contains(div, `id='`+id+`'`)) {
+			return true
+		}
+		for _, child := range x {
+			if holdsID(child, id) {
+				return true
+			}
+		}
+	case []any:
+		for _, item := range x {
+			if holdsID(item, id) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // referenceType is the resource type a relative or RESTful reference
