@@ -272,7 +272,7 @@ func TestAssessmentFillSaveExtract(t *testing.T) {
 	tb.click("#add-to-chart")
 	tb.wait("#extract-list li")
 	list := tb.text("#extract-list")
-	for _, want := range []string{"Body weight", "85 kg"} {
+	for _, want := range []string{"Body weight", "85 kg", "134 mmHg / 82 mmHg"} {
 		if !strings.Contains(list, want) {
 			t.Errorf("the extraction list %q does not show %q", list, want)
 		}

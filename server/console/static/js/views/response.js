@@ -131,7 +131,8 @@ async function extract(id, pid, box) {
 // describe is a resource to be created, in a few words.
 function describe(r) {
   if (r.resourceType === 'Observation') {
-    const v = data.valueText(r) || (r.valueBoolean !== undefined ? (r.valueBoolean ? 'yes' : 'no') : '') || (r.valueInteger !== undefined ? String(r.valueInteger) : '');
+    // A panel (blood pressure) reads as its components' values.
+    const v = data.valueText(r) || (r.component || []).map((c) => data.valueText(c)).filter(Boolean).join(' / ');
     return [h('strong', null, data.conceptText(r.code) || 'Observation'), v ? ': ' + v : '', h('span', {class: 'muted'}, ' · Observation' + (r.effectiveDateTime ? ', ' + fmtDate(r.effectiveDateTime) : ''))];
   }
   if (r.resourceType === 'RelatedPerson') {
