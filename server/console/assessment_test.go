@@ -284,6 +284,9 @@ func TestAssessmentFillSaveExtract(t *testing.T) {
 	if got := tb.text("#latest-weight"); !strings.HasPrefix(got, "85") {
 		t.Errorf("the chart's latest weight is %q, want the 85 kg of the assessment", got)
 	}
+	if got := tb.text("#latest-bp"); !strings.HasPrefix(got, "134/82") {
+		t.Errorf("the chart's latest blood pressure is %q, want the 134/82 of the assessment", got)
+	}
 	tb.click("#from-weight")
 	tb.wait("#response")
 	if got := eval[string](tb, `location.hash`); got != "#/response/"+qrID {
