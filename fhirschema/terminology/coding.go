@@ -23,8 +23,13 @@ func (r *run) coding(l *loc, m map[string]any) {
 	}
 	cs := r.system(sys)
 	if cs == nil {
-		if !external(sys) {
-			r.warnf(l.at("system"), "the code system %s is not known to the server, so the code %q is not checked", sys, code)
+		if !external(sys) && !r.unknown[sys] {
+			// once per resource: a claim lists the same system on every line
+			if r.unknown == nil {
+				r.unknown = map[string]bool{}
+			}
+			r.unknown[sys] = true
+			r.warnf(l.at("system"), "the code system %s is not known to the server, so its codes (the first here) are not checked", sys)
 		}
 		return
 	}

@@ -86,7 +86,9 @@ type run struct {
 	defs   profile.Definitions
 	sys    *systems
 	issues []fhirschema.Issue
-	err    error
+	// unknown holds the code systems already reported as not known.
+	unknown map[string]bool
+	err     error
 }
 
 func (r *run) errorf(at, format string, args ...any) {

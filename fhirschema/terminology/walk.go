@@ -153,7 +153,9 @@ func (r *run) resource(typ string, l *loc, res map[string]any, depth int) {
 	r.object(root, l, res, depth)
 }
 
-// object walks the properties of an element whose definition is n.
+// object walks the properties of an element whose definition is n. Only
+// objects can hold codes: primitives are passed over without a look-up
+// (a code's value is the schema's to check).
 func (r *run) object(n *node, l *loc, obj map[string]any, depth int) {
 	for key, v := range obj {
 		if r.err != nil {
@@ -163,26 +165,37 @@ func (r *run) object(n *node, l *loc, obj map[string]any, depth int) {
 			r.extendedPrimitive(n, l, key[1:], obj)
 			continue
 		}
-		c, ok := n.children[key]
-		if !ok {
-			continue
-		}
-		if list, ok := v.([]any); ok {
-			for i, item := range list {
-				r.value(c, &loc{l, c.name, i}, item, depth)
+		switch v := v.(type) {
+		case map[string]any:
+			if c, ok := n.children[key]; ok {
+				r.value(c, loc{l, c.name, -1}, v, depth)
 			}
-			continue
+		case []any:
+			if len(v) == 0 {
+				continue
+			}
+			if _, ok := v[0].(map[string]any); !ok {
+				continue
+			}
+			c, ok := n.children[key]
+			if !ok {
+				continue
+			}
+			for i, item := range v {
+				if m, ok := item.(map[string]any); ok {
+					r.value(c, loc{l, c.name, i}, m, depth)
+				}
+			}
 		}
-		r.value(c, &loc{l, c.name, -1}, v, depth)
 	}
 }
 
-// value checks one value of an element and walks into it.
-func (r *run) value(c child, l *loc, v any, depth int) {
-	obj, isObject := v.(map[string]any)
-	if !isObject || depth > maxDepth {
+// value checks one object value of an element and walks into it.
+func (r *run) value(c child, here loc, obj map[string]any, depth int) {
+	if depth > maxDepth {
 		return
 	}
+	l := &here
 	if c.n.strength == "required" || c.n.strength == "extensible" {
 		r.binding(c.n, c.typ, l, obj)
 	}
