@@ -76,6 +76,7 @@ func TestTerminologyOfTheValidatorSuite(t *testing.T) {
 		{"an ECL constraint that does not parse", "vs-bad-ecl.json", nil, "ValueSet.compose.include[0].filter[0]"},
 		{"a code unknown to a core code system", "contract-binding-test.json", nil, "Contract.legalState.coding[0].code"},
 		{"a code unknown to the resource types", "contract-binding-test.json", nil, "Contract.term[0].asset[0].relationship.code"},
+		{"a supplement of content complete defining a code", "supplement-cs-1a.json", nil, "CodeSystem.content"},
 		{"a code system of the tenant's with filters and Coding properties", "cs-filter.json", []string{"cs-sub-prop.json"}, ""},
 		{"SNOMED CT codes of an extension", "snomed-ca.json", nil, ""},
 		{"an HGVS variant", "obs-hgvs.json", nil, ""},
@@ -138,6 +139,9 @@ func TestCodesAgainstTheirSystems(t *testing.T) {
 			`{"resourceType":"ValueSet","status":"active","compose":{"include":[{"system":"http://snomed.info/sct","filter":[{"property":"constraint","op":"=","value":"< 404684003 |Clinical finding| : 363698007 |Finding site| = << 39057004 |Pulmonary valve structure|"}]}]}}`, ""},
 		{"a body weight carrying LOINC 29463-7 beside another code", "/Observation",
 			`{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"3141-9"},{"system":"http://loinc.org","code":"29463-7"}]}}`, ""},
+		{"a body weight without LOINC 29463-7 in a collection", "/Bundle",
+			`{"resourceType":"Bundle","type":"collection","entry":[{"fullUrl":"urn:uuid:5a0e8e3a-9d3e-4a40-9d1c-2b6f9a1e0c11","resource":{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://snomed.info/sct","code":"27113001"}]}}}]}`,
+			"Bundle.entry[0].resource.code"},
 		{"a body weight by another LOINC code only", "/Observation",
 			`{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"3141-9"}]}}`, "Observation.code"},
 	} {

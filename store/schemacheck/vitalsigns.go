@@ -1,8 +1,10 @@
 package schemacheck
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"strconv"
 
 	"fhirstore/fhirschema"
 	"fhirstore/fhirschema/profile"
@@ -55,22 +57,52 @@ var vitalSignCodes = func() map[string]*vitalSign {
 // the LOINC code that R4 requires of it: the core profile of each sign
 // (bodytemp, heartrate, ...) fixes one LOINC code, which an Observation
 // of the sign must have among its codings whatever other codes it has.
-// (The core profiles themselves are not among the definitions the server
-// is built with; their other rules are those of the base resource.)
+// Observations contained or in a Bundle's entries are checked too. (The
+// core profiles themselves are not among the definitions the server is
+// built with; their other rules are those of the base resource.)
 func checkVitalSigns(_ context.Context, in store.Validation, _ profile.Definitions) ([]fhirschema.Issue, error) {
-	if in.Type != "Observation" {
+	if in.Type != "Observation" && in.Type != "Bundle" && !mayContain(in) {
 		return nil, nil
 	}
 	r, err := decodeResource(in)
 	if err != nil {
 		return nil, nil // the base validation has said what is wrong
 	}
+	return vitalSignIssues(r, in.Type, nil, 0), nil
+}
+
+// mayContain tells a resource that may have contained resources, without
+// decoding it.
+func mayContain(in store.Validation) bool {
+	if in.Resource != nil {
+		_, ok := in.Resource["contained"]
+		return ok
+	}
+	return bytes.Contains(in.Body, []byte(`"contained"`))
+}
+
+// vitalSignIssues checks the Observations of r, at the FHIRPath at.
+func vitalSignIssues(r map[string]any, at string, issues []fhirschema.Issue, depth int) []fhirschema.Issue {
+	if depth > 16 {
+		return issues
+	}
+	for i, c := range objectList(r["contained"]) {
+		issues = vitalSignIssues(c, at+".contained["+strconv.Itoa(i)+"]", issues, depth+1)
+	}
+	if r["resourceType"] == "Bundle" {
+		for i, e := range objectList(r["entry"]) {
+			if res, ok := e["resource"].(map[string]any); ok {
+				issues = vitalSignIssues(res, at+".entry["+strconv.Itoa(i)+"].resource", issues, depth+1)
+			}
+		}
+	}
+	if r["resourceType"] != "Observation" {
+		return issues
+	}
 	code, _ := r["code"].(map[string]any)
-	codings, _ := code["coding"].([]any)
 	var sign *vitalSign
 	has := map[string]bool{}
-	for _, x := range codings {
-		m, _ := x.(map[string]any)
+	for _, m := range objectList(code["coding"]) {
 		sys, _ := m["system"].(string)
 		cd, _ := m["code"].(string)
 		has[sys+"|"+cd] = true
@@ -79,8 +111,8 @@ func checkVitalSigns(_ context.Context, in store.Validation, _ profile.Definitio
 		}
 	}
 	if sign == nil || has["http://loinc.org|"+sign.loinc[0]] {
-		return nil, nil
+		return issues
 	}
-	return []fhirschema.Issue{{Severity: "error", Code: "value", Expression: "Observation.code",
-		Diagnostics: fmt.Sprintf("an Observation of %s must have the LOINC code %s among its codings, as the core profile %s%s requires (other codes may be given beside it)", sign.name, sign.loinc[0], baseProfilePrefix, sign.profile)}}, nil
+	return append(issues, fhirschema.Issue{Severity: "error", Code: "value", Expression: at + ".code",
+		Diagnostics: fmt.Sprintf("an Observation of %s must have the LOINC code %s among its codings, as the core profile %s%s requires (other codes may be given beside it)", sign.name, sign.loinc[0], baseProfilePrefix, sign.profile)})
 }
