@@ -101,21 +101,7 @@ func indexForm(q map[string]any) *form {
 }
 
 // objects returns the JSON objects of an array (or the one object).
-func objects(v any) []map[string]any {
-	switch v := v.(type) {
-	case []any:
-		out := make([]map[string]any, 0, len(v))
-		for _, e := range v {
-			if m, ok := e.(map[string]any); ok {
-				out = append(out, m)
-			}
-		}
-		return out
-	case map[string]any:
-		return []map[string]any{v}
-	}
-	return nil
-}
+func objects(v any) []map[string]any { return fhirschema.Objects(v) }
 
 // patternCache compiles each regex extension's pattern once.
 type patternCache struct {

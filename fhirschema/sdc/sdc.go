@@ -184,8 +184,17 @@ func (ev *evaluator) eval(ctx context.Context, x expression, resource map[string
 }
 
 // substitute replaces each {{expr}} of a query with what the FHIRPath
-// expr yields, the values comma-separated and escaped for a query string.
+// expr yields (SubstituteQuery).
 func (ev *evaluator) substitute(ctx context.Context, q string, resource map[string]any, vars map[string][]fhirpath.Node, focus []fhirpath.Node) (string, error) {
+	return SubstituteQuery(q, func(expr string) ([]fhirpath.Node, error) {
+		return ev.fhirpath(ctx, expr, resource, vars, focus)
+	})
+}
+
+// SubstituteQuery replaces each {{expr}} of an x-fhir-query with what
+// eval makes of the FHIRPath expr: its values comma-separated, escaped for
+// a query string. A value that is not a primitive is an error.
+func SubstituteQuery(q string, eval func(expr string) ([]fhirpath.Node, error)) (string, error) {
 	var b strings.Builder
 	for {
 		start := strings.Index(q, "{{")
@@ -199,7 +208,7 @@ func (ev *evaluator) substitute(ctx context.Context, q string, resource map[stri
 		}
 		b.WriteString(q[:start])
 		inner := strings.TrimSpace(q[start+2 : start+end])
-		nodes, err := ev.fhirpath(ctx, inner, resource, vars, focus)
+		nodes, err := eval(inner)
 		if err != nil {
 			return "", fmt.Errorf("query part {{%s}}: %w", inner, err)
 		}
@@ -275,16 +284,7 @@ func str(v any) string {
 }
 
 // objects are the objects of a JSON array.
-func objects(v any) []map[string]any {
-	list, _ := v.([]any)
-	out := make([]map[string]any, 0, len(list))
-	for _, x := range list {
-		if m, ok := x.(map[string]any); ok {
-			out = append(out, m)
-		}
-	}
-	return out
-}
+func objects(v any) []map[string]any { return fhirschema.Objects(v) }
 
 // extensions are the extensions of m with the given URL.
 func extensions(m map[string]any, u string) []map[string]any {

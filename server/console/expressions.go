@@ -7,12 +7,13 @@ import (
 	"maps"
 	"math"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
 
+	"fhirstore/fhirschema"
 	"fhirstore/fhirschema/fhirpath"
+	"fhirstore/fhirschema/sdc"
 )
 
 // The form renderer evaluates enableWhen itself and asks this endpoint for
@@ -287,42 +288,12 @@ func (f *formEval) fhirpath(ctx context.Context, src string, vars map[string][]f
 	return e.Eval(ctx, env, focus)
 }
 
-// substitute replaces each {{expr}} of a query with what expr yields, the
-// values comma-separated and escaped for a query string.
+// substitute replaces each {{expr}} of a query with what expr yields
+// (sdc.SubstituteQuery).
 func (f *formEval) substitute(ctx context.Context, q string, vars map[string][]fhirpath.Node, focus []fhirpath.Node) (string, error) {
-	var b strings.Builder
-	for {
-		start := strings.Index(q, "{{")
-		if start < 0 {
-			b.WriteString(q)
-			return b.String(), nil
-		}
-		end := strings.Index(q[start:], "}}")
-		if end < 0 {
-			return "", fmt.Errorf("query %q: {{ without }}", q)
-		}
-		b.WriteString(q[:start])
-		inner := strings.TrimSpace(q[start+2 : start+end])
-		nodes, err := f.fhirpath(ctx, inner, vars, focus)
-		if err != nil {
-			return "", fmt.Errorf("query part {{%s}}: %w", inner, err)
-		}
-		vals := make([]string, 0, len(nodes))
-		for _, n := range nodes {
-			switch v := fhirpath.JSONValue(n).(type) {
-			case string:
-				vals = append(vals, url.QueryEscape(v))
-			case json.Number:
-				vals = append(vals, v.String())
-			case bool, int64, float64:
-				vals = append(vals, fmt.Sprint(v))
-			default:
-				return "", fmt.Errorf("query part {{%s}} is not a primitive value", inner)
-			}
-		}
-		b.WriteString(strings.Join(vals, ","))
-		q = q[start+end+2:]
-	}
+	return sdc.SubstituteQuery(q, func(expr string) ([]fhirpath.Node, error) {
+		return f.fhirpath(ctx, expr, vars, focus)
+	})
 }
 
 // answerOf turns a value an expression yields into an answer of an item
@@ -426,16 +397,7 @@ func valueExpression(ext map[string]any) (expression, bool) {
 }
 
 // objects are the JSON objects of a JSON array.
-func objects(v any) []map[string]any {
-	list, _ := v.([]any)
-	out := make([]map[string]any, 0, len(list))
-	for _, x := range list {
-		if m, ok := x.(map[string]any); ok {
-			out = append(out, m)
-		}
-	}
-	return out
-}
+func objects(v any) []map[string]any { return fhirschema.Objects(v) }
 
 // sameJSON tells whether a list of answers renders as b; an empty list and
 // no answers are the same.

@@ -121,16 +121,7 @@ func bundleQuestionnaire(b *store.Bundle, canonical string) map[string]any {
 }
 
 // objectList returns the JSON objects of an array.
-func objectList(v any) []map[string]any {
-	list, _ := v.([]any)
-	out := make([]map[string]any, 0, len(list))
-	for _, c := range list {
-		if m, ok := c.(map[string]any); ok {
-			out = append(out, m)
-		}
-	}
-	return out
-}
+func objectList(v any) []map[string]any { return fhirschema.Objects(v) }
 
 // decodeJSON decodes a resource with its numbers as written.
 func decodeJSON(b []byte) (map[string]any, error) {
