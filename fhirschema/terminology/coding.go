@@ -72,7 +72,7 @@ var externalSystems = []string{
 	"http://www.ensembl.org", "http://www.ncbi.nlm.nih.gov/", "http://varnomen.hgvs.org", "http://id.who.int/icd/",
 	"http://www.cms.gov/Medicare/Coding/", "http://ncimeta.nci.nih.gov", "http://www.ebi.ac.uk/",
 	"http://sequenceontology.org", "http://www.pharmgkb.org", "http://www.nubc.org/", "https://www.usps.com/",
-	"http://www.cdc.gov/", "https://www.cdc.gov/", "http://terminology.hl7.org/CodeSystem/v2-", "http://snomed.info/",
+	"http://www.cdc.gov/", "https://www.cdc.gov/", "http://snomed.info/",
 }
 
 // external reports whether sys is one of the external terminologies.
