@@ -135,3 +135,49 @@ func TestBundleRules(t *testing.T) {
 		})
 	}
 }
+
+// TestReferenceAggregation: a profile that lets a reference be only
+// bundled or only contained (ElementDefinition.type.aggregation) refuses
+// the others.
+func TestReferenceAggregation(t *testing.T) {
+	profile := func(name, mode string) string {
+		return `{"resourceType":"StructureDefinition","url":"http://example.org/fhir/StructureDefinition/` + name + `","name":"` + name + `","status":"active",` +
+			`"kind":"resource","abstract":false,"type":"Encounter","baseDefinition":"http://hl7.org/fhir/StructureDefinition/Encounter","derivation":"constraint",` +
+			`"differential":{"element":[{"id":"Encounter.subject","path":"Encounter.subject","type":[{"code":"Reference","targetProfile":["http://hl7.org/fhir/StructureDefinition/Patient"],"aggregation":["` + mode + `"]}]}]}}`
+	}
+	encounter := func(name, subject, contained string) string {
+		return `{"resourceType":"Encounter","id":"e1","meta":{"profile":["http://example.org/fhir/StructureDefinition/` + name + `"]},` + contained +
+			`"status":"finished","class":{"system":"http://terminology.hl7.org/CodeSystem/v3-ActCode","code":"AMB"},"subject":{"reference":"` + subject + `"}}`
+	}
+	transaction := func(subject string) string {
+		return `{"resourceType":"Bundle","type":"transaction","entry":[` +
+			`{"fullUrl":"urn:uuid:9f0e8d7c-6b5a-4c3d-8e2f-1a0b9c8d7e6f","resource":` + encounter("BundledSubject", subject, "") + `,"request":{"method":"POST","url":"Encounter"}},` +
+			`{"fullUrl":"urn:uuid:3c4d5e6f-7a8b-4c9d-8e0f-1a2b3c4d5e6f","resource":{"resourceType":"Patient"},"request":{"method":"POST","url":"Patient"}}]}`
+	}
+	e := newEnv(t)
+	for _, name := range []string{"BundledSubject", "ContainedSubject"} {
+		mode := strings.ToLower(strings.TrimSuffix(name, "Subject"))
+		if r := e.post("/StructureDefinition", profile(name, mode)); r.Status != http.StatusCreated {
+			t.Fatalf("profile %s: %d %s", name, r.Status, r.Body)
+		}
+	}
+	for _, c := range []struct {
+		name, path, body, at string // at: "" when valid
+	}{
+		{"a bundled subject found in the transaction", "", transaction("urn:uuid:3c4d5e6f-7a8b-4c9d-8e0f-1a2b3c4d5e6f"), ""},
+		{"a bundled subject the transaction does not hold", "", transaction("Patient/p2"), "Bundle.entry[0].resource.subject"},
+		{"a contained subject that is contained", "/Encounter", encounter("ContainedSubject", "#p", `"contained":[{"resourceType":"Patient","id":"p"}],`), ""},
+		{"a contained subject that is a reference", "/Encounter", encounter("ContainedSubject", "Patient/p1", ""), "Encounter.subject"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := e.post(c.path, c.body)
+			if c.at == "" {
+				if r.Status/100 != 2 {
+					t.Fatalf("status %d, want 201: %s", r.Status, r.Body)
+				}
+				return
+			}
+			wantOutcome(t, r, http.StatusUnprocessableEntity, c.at)
+		})
+	}
+}

@@ -71,6 +71,9 @@ type typeRef struct {
 	code     string
 	profiles []string
 	targets  []string
+	// aggregation lists how a Reference may hold its target: contained,
+	// referenced, bundled; none allows any.
+	aggregation []string
 }
 
 type binding struct {
@@ -317,7 +320,7 @@ func typesOf(raw map[string]any) []typeRef {
 	for _, x := range list {
 		m, _ := x.(map[string]any)
 		code, _ := m["code"].(string)
-		out = append(out, typeRef{code: typeCode(code), profiles: strings1(m["profile"]), targets: strings1(m["targetProfile"])})
+		out = append(out, typeRef{code: typeCode(code), profiles: strings1(m["profile"]), targets: strings1(m["targetProfile"]), aggregation: strings1(m["aggregation"])})
 	}
 	return out
 }

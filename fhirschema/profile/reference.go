@@ -15,6 +15,7 @@ import (
 // target at hand (contained, or an entry of the same Bundle) must claim
 // or conform to one of them.
 func (w *walker) checkReference(p *compiled, el *element, n node) {
+	w.checkAggregation(p, el, n)
 	var targets []string
 	for _, t := range el.types {
 		if t.code == "Reference" {
@@ -51,6 +52,48 @@ func (w *walker) checkReference(p *compiled, el *element, n node) {
 	if target != nil {
 		w.checkTarget(p, el, n, target, ofType)
 	}
+}
+
+// checkAggregation checks a Reference against the ways the element lets
+// it hold its target (ElementDefinition.type.aggregation): contained, a
+// reference to a contained resource (#id); referenced, one to a resource
+// outside the one holding it; bundled, one found in the same Bundle.
+// Whether a reference is bundled cannot be told outside a Bundle.
+func (w *walker) checkAggregation(p *compiled, el *element, n node) {
+	var modes []string
+	for _, t := range el.types {
+		if t.code == "Reference" {
+			modes = append(modes, t.aggregation...)
+		}
+	}
+	if len(modes) == 0 {
+		return
+	}
+	m, _ := n.value.(map[string]any)
+	ref, _ := m["reference"].(string)
+	var is string
+	switch {
+	case ref == "" || slices.Contains(modes, "referenced") && !strings.HasPrefix(ref, "#"):
+		return
+	case strings.HasPrefix(ref, "#"):
+		is = "contained"
+	case !slices.Contains(modes, "bundled"):
+		is = "referenced"
+	case !w.inBundle() || w.resolve(ref) != nil:
+		return
+	default:
+		is = "not in the Bundle"
+	}
+	if !slices.Contains(modes, is) {
+		w.errorf(p, "structure", n.loc(), "%s: the reference %s is %s, but the profile lets it only be %s (aggregation)",
+			elementID(el), ref, is, strings.Join(modes, ", "))
+	}
+}
+
+// inBundle reports whether the resource is validated as an entry of a
+// Bundle.
+func (w *walker) inBundle() bool {
+	return w.opts.index != nil || w.opts.bundle != nil || w.root["resourceType"] == "Bundle"
 }
 
 // targetProfile is the compiled profile a targetProfile names; a core
