@@ -33,6 +33,9 @@ import (
 // keeps; past it, it starts afresh.
 const maxScopes = 256
 
+// maxSystems bounds the code systems, known or not, one scope remembers.
+const maxSystems = 4096
+
 // Checker checks terminology, caching what it reads of code systems per
 // Definitions value and generation and value set expansions in the
 // profile validator it is given. Safe for concurrent use.
@@ -132,6 +135,10 @@ func (r *run) system(url string) *codeSystem {
 		cs = readCodeSystem(res)
 	}
 	r.sys.mu.Lock()
+	if len(r.sys.cs) >= maxSystems {
+		// the systems written in resources are anyone's: keep the cache bounded
+		r.sys.cs = map[string]*codeSystem{}
+	}
 	r.sys.cs[url] = cs
 	r.sys.mu.Unlock()
 	return cs
