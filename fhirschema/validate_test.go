@@ -2,6 +2,7 @@ package fhirschema_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -13,6 +14,8 @@ import (
 
 	"fhirstore/fhirschema"
 	"fhirstore/fhirschema/bundle"
+	"fhirstore/fhirschema/profile"
+	"fhirstore/fhirschema/terminology"
 )
 
 var validator = sync.OnceValues(fhirschema.NewValidator)
@@ -150,20 +153,29 @@ func knownInvalid(t testing.TB) map[string]string {
 }
 
 // TestEveryOfficialExampleValidates: every official example keeps the base
-// rules, and a Bundle those holding its entries together (package bundle),
-// but those listed as known to break them.
+// rules, its codes those of their code systems and bindings (package
+// terminology), and a Bundle those holding its entries together (package
+// bundle), but those listed as known to break them.
 func TestEveryOfficialExampleValidates(t *testing.T) {
 	v := mustValidator(t)
+	terms := terminology.NewChecker(profile.NewValidator())
 	invalid := knownInvalid(t)
 	for name, body := range examples(t) {
 		typ := resourceTypeOf(t, body)
 		r := v.Validate(typ, body, fhirschema.Options{})
-		if typ == "Bundle" && r.Valid() {
-			var b map[string]any
-			if err := json.Unmarshal(body, &b); err != nil {
+		if r.Valid() {
+			var res map[string]any
+			if err := json.Unmarshal(body, &res); err != nil {
 				t.Fatal(err)
 			}
-			r.Issues = append(r.Issues, bundle.Check(b)...)
+			if typ == "Bundle" {
+				r.Issues = append(r.Issues, bundle.Check(res)...)
+			}
+			codes, err := terms.Check(context.Background(), profile.Core(), res)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.Issues = append(r.Issues, codes...)
 		}
 		switch reason, known := invalid[name]; {
 		case known && r.Valid():

@@ -56,8 +56,8 @@ func TestBundlesOfTheValidatorSuite(t *testing.T) {
 			"Bundle", "Bundle.entry[1].resource"},
 		{"a RESTful fullUrl whose resource has no id", "relative_reference_to_fullUrl.id_in_target_resource.xml", nil,
 			"Bundle", "Bundle.entry[0].fullUrl"},
-		{"a RESTful fullUrl naming another type and id than its resource's", "bundle-ihe-good.xml", []string{"bundle-ihe-profile.xml"},
-			"Bundle", "Bundle.entry[0].fullUrl"},
+		{"a RESTful fullUrl naming another type and id than its resource's is only a warning", "bundle-ihe-good.xml", []string{"bundle-ihe-profile.xml"},
+			"Bundle", ""},
 		{"a narrative link to a portion of the Composition's narrative it lacks", "ips-htmlrefs-backwards.json", nil,
 			"Bundle", "Bundle.entry[2].resource.extension[0]"},
 		// The HL7 validator skips contained resources when told to; their

@@ -99,6 +99,10 @@ func (c *checker) errorf(code, at, format string, args ...any) {
 	c.issues = append(c.issues, fhirschema.Issue{Severity: "error", Code: code, Expression: at, Diagnostics: fmt.Sprintf(format, args...)})
 }
 
+func (c *checker) warnf(code, at, format string, args ...any) {
+	c.issues = append(c.issues, fhirschema.Issue{Severity: "warning", Code: code, Expression: at, Diagnostics: fmt.Sprintf(format, args...)})
+}
+
 // checkFullURL checks that an entry's fullUrl is there where the Bundle's
 // type needs it, is absolute, and, when it looks like a RESTful URL, ends
 // with the type and id of the resource: the fullUrl SHALL NOT disagree
@@ -124,7 +128,10 @@ func (c *checker) checkFullURL(en *entry) {
 	case en.id == "" && !en.create:
 		c.errorf("invalid", at+".fullUrl", "the fullUrl %s is a RESTful URL, which names the resource by its id, but the %s has no id", en.fullURL, en.typ)
 	case en.id != "" && (typ != en.typ || id != en.id):
-		c.errorf("invalid", at+".fullUrl", "the fullUrl %s is a RESTful URL, so it must end with the type and id of its resource: /%s/%s", en.fullURL, en.typ, en.id)
+		// A warning: published examples (US Core's among them) name
+		// resources so, and a reference that relies on the fullUrl still
+		// finds its entry.
+		c.warnf("invalid", at+".fullUrl", "the fullUrl %s is a RESTful URL, so it should end with the type and id of its resource: /%s/%s", en.fullURL, en.typ, en.id)
 	}
 }
 

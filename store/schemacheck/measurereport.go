@@ -15,8 +15,8 @@ import (
 // checkMeasureReport checks a MeasureReport against what R4 says of its
 // parts and against its Measure, when the tenant holds it: subject lists
 // only in a report of type subject-list; each group's populations among
-// the populations its Measure group defines; no measure score for a
-// cohort measure, which counts and does not score.
+// the populations its Measure group defines; a warning of a measure score
+// for a cohort measure, which counts and does not score.
 func checkMeasureReport(ctx context.Context, in store.Validation, _ profile.Definitions) ([]fhirschema.Issue, error) {
 	if in.Type != "MeasureReport" {
 		return nil, nil
@@ -45,8 +45,10 @@ func checkMeasureReport(ctx context.Context, in store.Validation, _ profile.Defi
 	for i, g := range groups {
 		at := "MeasureReport.group[" + strconv.Itoa(i) + "]"
 		if cohort && g["measureScore"] != nil {
-			issues = append(issues, fhirschema.Issue{Severity: "error", Code: "business-rule", Expression: at + ".measureScore",
-				Diagnostics: "the Measure's scoring is cohort: a cohort is counted, not scored, so its report has no measureScore"})
+			// A warning: R4 puts it in no SHALL, and its own example
+			// (MeasureReport-hiv-indicators) scores a cohort.
+			issues = append(issues, fhirschema.Issue{Severity: "warning", Code: "business-rule", Expression: at + ".measureScore",
+				Diagnostics: "the Measure's scoring is cohort: a cohort is counted, not scored, so its report should have no measureScore"})
 		}
 		mg := measureGroup(defined, g, i)
 		if mg == nil {
