@@ -11,6 +11,9 @@
 //	fhirstore fhirpath EXPRESSION        evaluate a FHIRPath expression, on --resource FILE or no input
 //	fhirstore view [flags] VIEW.json     run SQL on FHIR views over a server's data, rows as csv, ndjson, json or parquet
 //	fhirstore validate FILE...           validate resources offline, against profiles of --ig packages
+//	fhirstore backup --out DIR           back up an embedded data dir while it is served
+//	fhirstore restore --from DIR         restore a backup into a new data dir
+//	fhirstore check --data-dir DIR       check a stopped data dir or a backup
 package main
 
 import (
@@ -105,6 +108,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return viewCmd(ctx, args, stdout, stderr)
 	case "validate":
 		return validateCmd(ctx, args, stdout, stderr)
+	case "backup":
+		return backupCmd(ctx, args, stdout, stderr)
+	case "restore":
+		return restoreCmd(ctx, args, stdout, stderr)
+	case "check":
+		return checkCmd(ctx, args, stdout, stderr)
 	default:
 		return errUnknownCommand(cmd)
 	}

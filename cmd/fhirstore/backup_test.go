@@ -1,0 +1,284 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	_ "modernc.org/sqlite"
+
+	"fhirstore/store/backup"
+)
+
+// ackedWrite is a version the server acknowledged, and when.
+type ackedWrite struct {
+	id      string
+	version int
+	at      time.Time
+}
+
+// writePatients creates Patients and updates each once, through the
+// server, until stop is closed; it returns every acknowledged version.
+func writePatients(s *testServer, host, tok string, stop <-chan struct{}) ([]ackedWrite, error) {
+	var acked []ackedWrite
+	send := func(method, path, body string) (map[string]any, error) {
+		req, err := http.NewRequest(method, s.url(path), strings.NewReader(body))
+		if err != nil {
+			return nil, err
+		}
+		req.Host = host
+		req.Header.Set("Authorization", "Bearer "+tok)
+		req.Header.Set("Content-Type", "application/fhir+json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return nil, err
+		}
+		defer resp.Body.Close()
+		var out map[string]any
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode >= 300 {
+			return nil, fmt.Errorf("%s %s: %d %v", method, path, resp.StatusCode, err)
+		}
+		return out, nil
+	}
+	for i := 0; ; i++ {
+		select {
+		case <-stop:
+			return acked, nil
+		default:
+		}
+		out, err := send(http.MethodPost, "/fhir/r4/Patient", fmt.Sprintf(`{"resourceType":"Patient","name":[{"family":"W%d"}]}`, i))
+		if err != nil {
+			return acked, err
+		}
+		id, _ := out["id"].(string)
+		acked = append(acked, ackedWrite{id, 1, time.Now()})
+		if _, err := send(http.MethodPut, "/fhir/r4/Patient/"+id, fmt.Sprintf(`{"resourceType":"Patient","id":%q,"name":[{"family":"W%d-2"}]}`, id, i)); err != nil {
+			return acked, err
+		}
+		acked = append(acked, ackedWrite{id, 2, time.Now()})
+	}
+}
+
+// TestBackupWhileWritingRestoresEveryAcknowledgedVersion: a backup taken
+// while a client keeps creating and updating resources holds every
+// version acknowledged before it started; restored into a new data dir,
+// the store opens it with those resources and versions, the backup and
+// the restored dir check clean, and the dev tokens of the original data
+// dir work on a server of the restored one.
+func TestBackupWhileWritingRestoresEveryAcknowledgedVersion(t *testing.T) {
+	dir := t.TempDir()
+	s := startServer(t, "--addr", "127.0.0.1:0", "--data-dir", dir)
+	tok := tokenFor(t, dir, "demo")
+	host := "demo.localhost:" + s.port
+	stop := make(chan struct{})
+	var (
+		wg       sync.WaitGroup
+		acked    []ackedWrite
+		writeErr error
+	)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		acked, writeErr = writePatients(s, host, tok, stop)
+	}()
+	time.Sleep(500 * time.Millisecond) // some versions first
+	started := time.Now()
+	out := filepath.Join(t.TempDir(), "backup")
+	stdout, _, err := runCmd(t, "backup", "--data-dir", dir, "--out", out)
+	time.Sleep(200 * time.Millisecond) // and some after
+	close(stop)
+	wg.Wait()
+	if err != nil {
+		t.Fatalf("backup: %v", err)
+	}
+	if writeErr != nil {
+		t.Fatalf("writes during the backup: %v", writeErr)
+	}
+	if !strings.Contains(stdout, "backed up "+dir+" into "+out) {
+		t.Fatalf("backup printed %q", stdout)
+	}
+	m, err := backup.ReadManifest(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]backup.File{}
+	for _, f := range m.Files {
+		names[f.Name] = f
+	}
+	for _, want := range []string{"sqlite/fhirstore_system.db", "sqlite/fhirstore_demo.db", "dev-signing.key"} {
+		if f, ok := names[want]; !ok || len(f.SHA256) != 64 || f.Size == 0 {
+			t.Fatalf("the manifest has no %s with its size and SHA-256: %+v", want, m.Files)
+		}
+	}
+	if strings.Join(m.Tenants, ",") != "demo" || names["sqlite/fhirstore_demo.db"].Documents["Patient"] == 0 {
+		t.Fatalf("manifest tenants %q, demo's documents %v", m.Tenants, names["sqlite/fhirstore_demo.db"].Documents)
+	}
+	if _, _, err := runCmd(t, "backup", "--data-dir", dir, "--out", out); err == nil || !strings.Contains(err.Error(), "exists already") {
+		t.Fatalf("a second backup into %s: %v, want refused", out, err)
+	}
+	if err := s.stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	if stdout, _, err := runCmd(t, "check", "--full", "--data-dir", out); err != nil || !strings.HasPrefix(stdout, "ok: backup ") {
+		t.Fatalf("check of the backup: %v\n%s", err, stdout)
+	}
+	restored := filepath.Join(t.TempDir(), "restored")
+	if _, _, err := runCmd(t, "restore", "--from", out, "--data-dir", restored); err != nil {
+		t.Fatalf("restore: %v", err)
+	}
+	if stdout, _, err := runCmd(t, "check", "--full", "--data-dir", restored); err != nil || !strings.HasPrefix(stdout, "ok: data dir ") {
+		t.Fatalf("check of the restored data dir: %v\n%s", err, stdout)
+	}
+	if _, _, err := runCmd(t, "restore", "--from", out, "--data-dir", restored); err == nil || !strings.Contains(err.Error(), "not empty") {
+		t.Fatalf("a restore into a non-empty dir: %v, want refused", err)
+	}
+
+	ctx := context.Background()
+	st := openDataDirStore(t, restored, nil)
+	newest := map[string]int{}
+	before := 0
+	for _, w := range acked {
+		if w.at.Before(started) {
+			newest[w.id] = max(newest[w.id], w.version)
+			before++
+		}
+	}
+	if before == 0 {
+		t.Fatal("no write was acknowledged before the backup started")
+	}
+	for id, v := range newest {
+		res, err := st.Read(ctx, "demo", "Patient", id)
+		if err != nil {
+			t.Fatalf("restored Patient/%s: %v", id, err)
+		}
+		if res.VersionID < v {
+			t.Fatalf("restored Patient/%s is at version %d; version %d was acknowledged before the backup", id, res.VersionID, v)
+		}
+		for n := 1; n <= res.VersionID; n++ {
+			if _, err := st.VRead(ctx, "demo", "Patient", id, strconv.Itoa(n)); err != nil {
+				t.Fatalf("restored Patient/%s version %d: %v", id, n, err)
+			}
+		}
+	}
+	if err := st.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d versions of %d resources acknowledged before the backup, %d in all", before, len(newest), len(acked))
+
+	// A server of the restored dir accepts the original dir's tokens.
+	s = startServer(t, "--addr", "127.0.0.1:0", "--data-dir", restored)
+	for id := range newest {
+		if got := readFamily(t, s, "demo.localhost:"+s.port, tok, id); !strings.HasPrefix(got, "W") {
+			t.Fatalf("restored Patient/%s: family %q", id, got)
+		}
+		break
+	}
+}
+
+// smallBackup is a backup of a data dir holding a few Patients, each
+// updated once, and the ids of those Patients.
+func smallBackup(t *testing.T) (out string, ids []string) {
+	t.Helper()
+	dir := t.TempDir()
+	s := startServer(t, "--addr", "127.0.0.1:0", "--data-dir", dir)
+	tok := tokenFor(t, dir, "demo")
+	host := "demo.localhost:" + s.port
+	for i := range 5 {
+		id := createPatient(t, s, host, tok, fmt.Sprintf("Small%d", i))
+		r := call(t, http.MethodPut, s.url("/fhir/r4/Patient/"+id), host, tok, `{"resourceType":"Patient","id":"`+id+`","name":[{"family":"Updated"}]}`)
+		if r.status != http.StatusOK {
+			t.Fatalf("update: %d %s", r.status, r.body)
+		}
+		ids = append(ids, id)
+	}
+	if err := s.stop(); err != nil {
+		t.Fatal(err)
+	}
+	out = filepath.Join(t.TempDir(), "backup")
+	mustRun(t, "backup", "--data-dir", dir, "--out", out)
+	return out, ids
+}
+
+// TestRestoreRefusesADamagedBackupAndCheckReportsIt: a backup file whose
+// bytes changed is refused by restore, naming the file, and nothing is
+// left in the target; check lists it and exits 1.
+func TestRestoreRefusesADamagedBackupAndCheckReportsIt(t *testing.T) {
+	out, _ := smallBackup(t)
+	path := filepath.Join(out, "sqlite", "fhirstore_demo.db")
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw[len(raw)/2] ^= 0xff
+	if err := os.WriteFile(path, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	target := filepath.Join(t.TempDir(), "restored")
+	_, _, err = runCmd(t, "restore", "--from", out, "--data-dir", target)
+	if err == nil || !strings.Contains(err.Error(), "backup is damaged") || !strings.Contains(err.Error(), "sqlite/fhirstore_demo.db") {
+		t.Fatalf("restore of a damaged backup: %v, want refused naming sqlite/fhirstore_demo.db", err)
+	}
+	if _, err := os.Stat(target); err == nil {
+		if entries, _ := os.ReadDir(target); len(entries) > 0 {
+			t.Fatalf("a refused restore left %d entries in %s", len(entries), target)
+		}
+	}
+	stdout, _, err := runCmd(t, "check", "--data-dir", out)
+	if exitCode(err) != checkFoundProblems || !strings.Contains(stdout, "sqlite/fhirstore_demo.db: tenant demo: ") {
+		t.Fatalf("check of a damaged backup: exit %d (%v), stdout:\n%s", exitCode(err), err, stdout)
+	}
+}
+
+// TestCheckNamesTheTenantTableResourceAndVersion: a history row damaged
+// in a stopped data dir is reported by check, with and without --full,
+// as tenant, table, resource and version; a clean dir exits 0 and a dir
+// that is no data dir exits 2.
+func TestCheckNamesTheTenantTableResourceAndVersion(t *testing.T) {
+	out, ids := smallBackup(t)
+	dir := filepath.Join(t.TempDir(), "data")
+	mustRun(t, "restore", "--from", out, "--data-dir", dir)
+	if stdout, _, err := runCmd(t, "check", "--data-dir", dir); err != nil || !strings.HasPrefix(stdout, "ok: ") {
+		t.Fatalf("check of a clean data dir: %v\n%s", err, stdout)
+	}
+	db, err := sql.Open("sqlite", filepath.Join(dir, "sqlite", "fhirstore_demo.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := db.Exec(`UPDATE "d_history" SET doc = substr(doc, 1, length(doc) - 3) || x'000000' WHERE id = ?`, "Patient/"+ids[2]+"/1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		t.Fatalf("damaged %d rows, want 1", n)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	want := "sqlite/fhirstore_demo.db: tenant demo: table history: Patient/" + ids[2] + " version 1: "
+	for _, args := range [][]string{{"check", "--data-dir", dir}, {"check", "--full", "--data-dir", dir}} {
+		stdout, _, err := runCmd(t, args...)
+		if exitCode(err) != checkFoundProblems || !strings.HasPrefix(stdout, want) || strings.Count(stdout, "\n") != 1 {
+			t.Fatalf("%q: exit %d (%v), stdout:\n%s\nwant one line starting %q", args, exitCode(err), err, stdout, want)
+		}
+		checkOneLine(t, args, err.Error())
+	}
+	_, _, err = runCmd(t, "check", "--data-dir", filepath.Join(dir, "nowhere"))
+	if exitCode(err) != checkFailed {
+		t.Fatalf("check of a missing dir: exit %d (%v), want %d", exitCode(err), err, checkFailed)
+	}
+	var help bytes.Buffer
+	if err := run(context.Background(), []string{"check", "-h"}, &help, &help); err == nil || !strings.Contains(help.String(), "examples:") {
+		t.Fatalf("check -h: %v\n%s", err, help.String())
+	}
+}
