@@ -204,11 +204,20 @@ func CheckFile(ctx context.Context, path string, opts CheckOptions) (*CheckResul
 		return nil, fmt.Errorf("check %s: %w", path, err)
 	}
 	defer cd.close()
+	// The index entries are checked in files of the current format only:
+	// an older file's are rewritten when an engine opens it.
+	var ix *entryCheck
+	if res.Format == CurrentFormat {
+		if ix, err = readEntryCheck(ctx, c); err != nil {
+			res.Problems = append(res.Problems, Problem{Err: fmt.Errorf("%w: read the path numbers and word paths: %w", engine.ErrCorrupt, err)})
+			return res, nil
+		}
+	}
 	for _, t := range tables {
 		if full() {
 			break
 		}
-		if err := decodeDocs(ctx, c, cd, namesOf(t.coll), t.parts, opts, res); err != nil {
+		if err := decodeDocs(ctx, c, cd, namesOf(t.coll), t.parts, ix, opts, res); err != nil {
 			if ctx.Err() != nil {
 				return nil, fmt.Errorf("check %s: %w", path, ctx.Err())
 			}
@@ -218,13 +227,95 @@ func CheckFile(ctx context.Context, path string, opts CheckOptions) (*CheckResul
 	return res, nil
 }
 
+// entryCheck is what checking a document's index entries needs of its
+// file: the numbers of the paths and the word paths.
+type entryCheck struct {
+	codes map[string]int64
+	words *wordPaths
+}
+
+// readEntryCheck reads the path numbers and word paths of the file.
+func readEntryCheck(ctx context.Context, c *conn) (*entryCheck, error) {
+	ix := &entryCheck{codes: map[string]int64{}}
+	var paths []string
+	for _, t := range []string{fieldsTable, wordsTable} {
+		var exists int64
+		if _, err := c.queryRow(ctx, "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = ?", []any{strings.Trim(t, `"`)}, &exists); err != nil {
+			return nil, err
+		}
+		if exists == 0 {
+			continue
+		}
+		if t == wordsTable {
+			var err error
+			if paths, err = queryStrings(ctx, c, "SELECT path FROM "+wordsTable+" ORDER BY path"); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		r, err := c.query(ctx, "SELECT id, path FROM "+fieldsTable, nil)
+		if err != nil {
+			return nil, err
+		}
+		for r.next() {
+			ix.codes[r.text(1)] = r.int64(0)
+		}
+		if r.err != nil {
+			return nil, r.err
+		}
+	}
+	ws, err := newWordPaths(paths)
+	if err != nil {
+		return nil, err
+	}
+	ix.words = ws
+	return ix, nil
+}
+
+// missingEntry is the first of a document's index entries (those x_C
+// holds) that x_C lacks, nil when none is missing; n counts the
+// document's entries.
+func (ix *entryCheck) missingEntry(ctx context.Context, c *conn, n names, cd *codec, rid int64, doc []byte) (missing error, count int64, err error) {
+	rest, err := cd.restOf(doc, nil)
+	if err != nil {
+		return nil, 0, err
+	}
+	all, err := docEntries(rest)
+	if err != nil {
+		return fmt.Errorf("%w: %w", engine.ErrCorrupt, err), 0, nil
+	}
+	held, _ := ix.words.split(all)
+	for _, e := range held {
+		f, ok := ix.codes[e.f]
+		if !ok {
+			return fmt.Errorf("%w: the index has no entry at %s (the path has no number)", engine.ErrCorrupt, e.f), int64(len(held)), nil
+		}
+		var one int64
+		found, err := c.queryRow(ctx, "SELECT 1 FROM "+n.x+" WHERE f = ? AND v = ? AND rid = ?", []any{f, e.v, rid}, &one)
+		if err != nil {
+			return nil, 0, err
+		}
+		if !found {
+			return fmt.Errorf("%w: the index has no entry %s = %v", engine.ErrCorrupt, e.f, e.v), int64(len(held)), nil
+		}
+	}
+	return nil, int64(len(held)), nil
+}
+
 // decodeDocs decodes the documents of collection n (all, or a sample),
-// adding a Problem for each that does not decode.
-func decodeDocs(ctx context.Context, c *conn, cd *codec, n names, parts bool, opts CheckOptions, res *CheckResult) error {
-	cols := "d.id, d.doc, NULL, NULL"
+// adding a Problem for each that does not decode; with ix, each
+// document's index entries must be in x_C, and when every document is
+// read, x_C must hold no others.
+func decodeDocs(ctx context.Context, c *conn, cd *codec, n names, parts bool, ix *entryCheck, opts CheckOptions, res *CheckResult) error {
+	cols := "d.id, d.doc, NULL, NULL, d.rid"
 	from := n.d + " AS d"
+	if !parts {
+		ix = nil
+	}
+	var entries int64
+	counted := opts.Full // every document's entries are counted
 	if parts {
-		cols = "d.id, d.doc, d.b, z.z"
+		cols = "d.id, d.doc, d.b, z.z, d.rid"
 		from += " LEFT JOIN " + blobsTable + " AS z ON z.id = d.b"
 	}
 	q := "SELECT " + cols + " FROM " + from
@@ -261,13 +352,35 @@ func decodeDocs(ctx context.Context, c *conn, cd *codec, n names, parts bool, op
 				buf = out[:0]
 			}
 		}
+		if derr == nil && ix != nil {
+			var m int64
+			var err error
+			if derr, m, err = ix.missingEntry(ctx, c, n, cd, r.int64(4), doc); err != nil {
+				return err
+			}
+			entries += m
+		}
 		res.Decoded++
 		if derr != nil {
+			counted = false // the count of entries no longer adds up
 			res.Problems = append(res.Problems, Problem{Collection: n.coll, ID: id, Err: derr})
 			if len(res.Problems) >= opts.MaxProblems {
 				return nil
 			}
 		}
 	}
-	return r.err
+	if r.err != nil || ix == nil || !counted {
+		return r.err
+	}
+	var held int64
+	if _, err := c.queryRow(ctx, "SELECT count(*) FROM "+n.x, nil, &held); err != nil {
+		if noTable(err) {
+			return nil
+		}
+		return err
+	}
+	if held != entries {
+		res.Problems = append(res.Problems, Problem{Collection: n.coll, Err: fmt.Errorf("%w: the index holds %d entries, the documents call for %d", engine.ErrCorrupt, held, entries)})
+	}
+	return nil
 }

@@ -115,3 +115,57 @@ func TestCheckNamesTheDamagedDocument(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckFindsIndexEntriesThatDisagree: a document whose index entry
+// is gone is named; an entry no document calls for is counted by a full
+// check.
+func TestCheckFindsIndexEntriesThatDisagree(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	e := openAt(t, dir, Options{SharedField: "resource", WordPaths: []string{"words"}})
+	c := e.Database("db").Collection("Patient")
+	for i := range 10 {
+		doc := bson.D{{Key: "_id", Value: fmt.Sprintf("p%d", i)}, {Key: "family", Value: fmt.Sprintf("F%d", i)}, {Key: "words", Value: bson.A{"alpha", "beta"}},
+			{Key: "vid", Value: i}, {Key: "resource", Value: bson.D{{Key: "id", Value: fmt.Sprintf("p%d", i)}}}}
+		if err := c.InsertOne(ctx, doc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "db.db")
+	if res, err := CheckFile(ctx, path, CheckOptions{Full: true}); err != nil || len(res.Problems) > 0 || res.Decoded != 10 {
+		t.Fatalf("check of a clean file: %v, %+v", err, res)
+	}
+	w, err := openConn(path, pragmas)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.close()
+	if _, err := w.exec(ctx, `DELETE FROM "x_Patient" WHERE v = 'F4'`); err != nil {
+		t.Fatal(err)
+	}
+	for _, full := range []bool{false, true} {
+		res, err := CheckFile(ctx, path, CheckOptions{Full: full})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Problems) != 1 || res.Problems[0].ID != "p4" || !strings.Contains(res.Problems[0].Err.Error(), "family = F4") {
+			t.Fatalf("full %v: problems %v, want one naming p4's family", full, res.Problems)
+		}
+	}
+	if _, err := w.exec(ctx, `INSERT INTO "x_Patient" (f, v, rid) SELECT f, 'F4', (SELECT rid FROM "d_Patient" WHERE id = 'p4') FROM "x_Patient" WHERE v = 'F5'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.exec(ctx, `INSERT INTO "x_Patient" (f, v, rid) SELECT f, 'stale', rid FROM "x_Patient" WHERE v = 'F5'`); err != nil {
+		t.Fatal(err)
+	}
+	res, err := CheckFile(ctx, path, CheckOptions{Full: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Problems) != 1 || res.Problems[0].ID != "" || !strings.Contains(res.Problems[0].Err.Error(), "the documents call for") {
+		t.Fatalf("problems %v, want one counting the entries of Patient", res.Problems)
+	}
+}
