@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -73,6 +74,9 @@ func backupCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	dataDir := cfg.str("data-dir")
 	if isLegacyDataDir(dataDir) {
 		return fmt.Errorf("backup: data dir %s holds the previous embedded engine's files; stop the server and copy the data dir, or run fhirstore migrate first", dataDir)
+	}
+	if fi, err := os.Stat(filepath.Join(dataDir, sqliteDir)); err != nil || !fi.IsDir() {
+		return fmt.Errorf("backup: data dir %s holds no embedded database (no %s directory); a MongoDB deployment (--mongodb-uri) is backed up with mongodump or the cluster's own backup", dataDir, sqliteDir)
 	}
 	logger, err := newLogger("warn", stderr)
 	if err != nil {
