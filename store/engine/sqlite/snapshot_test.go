@@ -169,3 +169,30 @@ func TestCheckFindsIndexEntriesThatDisagree(t *testing.T) {
 		t.Fatalf("problems %v, want one counting the entries of Patient", res.Problems)
 	}
 }
+
+// TestASnapshotOfAnOlderFormatChecksAndConverts: a file of the previous
+// format snapshots as it is, checks clean (its documents stored whole),
+// and converts when an engine opens the copy, as the original would.
+func TestASnapshotOfAnOlderFormatChecksAndConverts(t *testing.T) {
+	ctx := context.Background()
+	dir, want := format1Dir(t)
+	out := t.TempDir()
+	if err := Snapshot(ctx, filepath.Join(dir, "db.db"), filepath.Join(out, "db.db")); err != nil {
+		t.Fatal(err)
+	}
+	res, err := CheckFile(ctx, filepath.Join(out, "db.db"), CheckOptions{Full: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Format != 1 || len(res.Problems) > 0 || res.Decoded == 0 {
+		t.Fatalf("check of a format 1 snapshot: %+v", res)
+	}
+	e := openAt(t, out, Options{SharedField: "resource"})
+	checkDocs(t, e, "db", want)
+	if err := e.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if info, err := Inspect(ctx, filepath.Join(out, "db.db")); err != nil || info.Format != CurrentFormat {
+		t.Fatalf("the opened snapshot: %+v, %v; want format %d", info, err, CurrentFormat)
+	}
+}
