@@ -70,14 +70,14 @@ func writePatients(s *testServer, host, tok string, stop <-chan struct{}) ([]ack
 }
 
 // TestBackupWhileWritingRestoresEveryAcknowledgedVersion: a backup taken
-// while a client keeps creating and updating resources holds every
-// version acknowledged before it started; restored into a new data dir,
-// the store opens it with those resources and versions, the backup and
-// the restored dir check clean, and the dev tokens of the original data
-// dir work on a server of the restored one.
+// while a client keeps creating and updating resources on a server
+// process holds every version acknowledged before it started; restored
+// into a new data dir, the store opens it with those resources and
+// versions, the backup and the restored dir check clean, and the dev
+// tokens of the original data dir work on a server of the restored one.
 func TestBackupWhileWritingRestoresEveryAcknowledgedVersion(t *testing.T) {
 	dir := t.TempDir()
-	s := startServer(t, "--addr", "127.0.0.1:0", "--data-dir", dir)
+	s, _ := startServerProcess(t, "--addr", "127.0.0.1:0", "--data-dir", dir) // the server is another process, as in production
 	tok := tokenFor(t, dir, "demo")
 	host := "demo.localhost:" + s.port
 	stop := make(chan struct{})
