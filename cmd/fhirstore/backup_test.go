@@ -73,8 +73,9 @@ func writePatients(s *testServer, host, tok string, stop <-chan struct{}) ([]ack
 // while a client keeps creating and updating resources on a server
 // process holds every version acknowledged before it started; restored
 // into a new data dir, the store opens it with those resources and
-// versions, the backup and the restored dir check clean, and the dev
-// tokens of the original data dir work on a server of the restored one.
+// versions; the backup, the live and the restored data dirs check clean;
+// and the dev tokens of the original data dir work on a server of the
+// restored one.
 func TestBackupWhileWritingRestoresEveryAcknowledgedVersion(t *testing.T) {
 	dir := t.TempDir()
 	s, _ := startServerProcess(t, "--addr", "127.0.0.1:0", "--data-dir", dir) // the server is another process, as in production
@@ -95,7 +96,8 @@ func TestBackupWhileWritingRestoresEveryAcknowledgedVersion(t *testing.T) {
 	started := time.Now()
 	out := filepath.Join(t.TempDir(), "backup")
 	stdout, _, err := runCmd(t, "backup", "--data-dir", dir, "--out", out)
-	time.Sleep(200 * time.Millisecond) // and some after
+	// A data dir being written checks clean too: each file at one instant.
+	liveOut, _, liveErr := runCmd(t, "check", "--full", "--data-dir", dir)
 	close(stop)
 	wg.Wait()
 	if err != nil {
@@ -103,6 +105,9 @@ func TestBackupWhileWritingRestoresEveryAcknowledgedVersion(t *testing.T) {
 	}
 	if writeErr != nil {
 		t.Fatalf("writes during the backup: %v", writeErr)
+	}
+	if liveErr != nil || !strings.HasPrefix(liveOut, "ok: data dir ") {
+		t.Fatalf("check of the data dir while it is written: %v\n%s", liveErr, liveOut)
 	}
 	if !strings.Contains(stdout, "backed up "+dir+" into "+out) {
 		t.Fatalf("backup printed %q", stdout)

@@ -72,10 +72,10 @@ func (r *Report) Clean() bool { return len(r.Problems) == 0 }
 // Check checks the data dir or backup in dir: a backup's files against
 // its manifest, then every database file: SQLite's integrity check, its
 // format version, and that its documents decode (a sample of each
-// collection unless opts.Full). A data dir should not be served while it
-// is checked (the check sees one instant of each file, but not the same
-// instant across files). The error is for a directory that cannot be
-// checked at all.
+// collection unless opts.Full). A data dir may be served while it is
+// checked: each file is checked at one instant (not the same instant
+// across files). The error is for a directory that cannot be checked at
+// all.
 func Check(ctx context.Context, dir string, opts CheckOptions) (*Report, error) {
 	l := opts.Layout
 	rep := &Report{}

@@ -155,6 +155,12 @@ func CheckFile(ctx context.Context, path string, opts CheckOptions) (*CheckResul
 		return nil, fmt.Errorf("check: %w", err)
 	}
 	defer c.close()
+	// One read transaction: a file a server keeps writing is checked at
+	// one instant, at which its documents and index entries agree.
+	if err := c.run(ctx, "BEGIN"); err != nil {
+		return nil, fmt.Errorf("check %s: %w", path, err)
+	}
+	defer func() { _ = c.run(context.Background(), "ROLLBACK") }()
 	res := &CheckResult{}
 	full := func() bool { return len(res.Problems) >= opts.MaxProblems }
 	if _, err := c.queryRow(ctx, "PRAGMA user_version", nil, &res.Format); err != nil {
