@@ -1,5 +1,12 @@
 package fhirschema
 
+import (
+	"slices"
+	"strings"
+
+	"fhirstore/fhirschema/fhirpath"
+)
+
 // Objects returns the JSON objects of an array as encoding/json decodes
 // it (the one object, for an object; none for anything else): the
 // repetitions of an element, skipping what is not an object.
@@ -17,4 +24,17 @@ func Objects(v any) []map[string]any {
 		return []map[string]any{v}
 	}
 	return nil
+}
+
+// NamedBy reports whether the JSON key of a resource's top-level element
+// is among names as _elements names elements: the element itself, its
+// primitive's _name twin, or a choice element by its name without its
+// type (value names valueQuantity).
+func NamedBy(key string, names []string) bool {
+	name := strings.TrimPrefix(key, "_")
+	if slices.Contains(names, name) {
+		return true
+	}
+	choice, _, ok := fhirpath.ChoiceOf(name)
+	return ok && slices.Contains(names, choice)
 }

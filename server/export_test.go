@@ -375,6 +375,14 @@ func TestExportParameters(t *testing.T) {
 				t.Fatalf("Patient not subsetted to name: %s", line)
 			}
 		}
+		_, lines = x.export("/$export?_type=Observation&_elements=Observation.value")
+		for _, line := range lines["Observation"] {
+			var o map[string]any
+			_ = json.Unmarshal([]byte(line), &o)
+			if o["status"] != nil || (o["valueQuantity"] == nil && o["valueString"] == nil && o["valueCodeableConcept"] == nil) {
+				t.Fatalf("Observation not subsetted to its value[x]: %s", line)
+			}
+		}
 	})
 }
 

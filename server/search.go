@@ -13,7 +13,6 @@ import (
 	"github.com/google/uuid"
 
 	"fhirstore/fhirschema"
-	"fhirstore/fhirschema/fhirpath"
 	"fhirstore/search"
 	"fhirstore/server/auth"
 	"fhirstore/store"
@@ -258,7 +257,7 @@ func subset(typ string, resourceJSON []byte, q *search.Query) ([]byte, error) {
 	case q.Summary == "true":
 		keep = func(k string) bool { return slices.Contains(alwaysKept, k) || fhirschema.IsSummaryElement(typ, k) }
 	case len(q.Elements) > 0:
-		keep = func(k string) bool { return slices.Contains(alwaysKept, k) || elementSelected(k, q.Elements) }
+		keep = func(k string) bool { return slices.Contains(alwaysKept, k) || fhirschema.NamedBy(k, q.Elements) }
 	case q.Summary == "text":
 		keep = func(k string) bool { return slices.Contains(alwaysKept, k) || k == "text" }
 	case q.Summary == "data":
@@ -267,18 +266,6 @@ func subset(typ string, resourceJSON []byte, q *search.Query) ([]byte, error) {
 		return resourceJSON, nil
 	}
 	return document.Subset(resourceJSON, keep)
-}
-
-// elementSelected reports whether the JSON key k holds an element that
-// _elements names: the element itself, a primitive's _name twin, or a
-// choice element by its name without type (value keeps valueQuantity).
-func elementSelected(k string, elements []string) bool {
-	name := strings.TrimPrefix(k, "_")
-	if slices.Contains(elements, name) {
-		return true
-	}
-	choice, _, ok := fhirpath.ChoiceOf(name)
-	return ok && slices.Contains(elements, choice)
 }
 
 // cloneValues copies params so that a handler can add to them.

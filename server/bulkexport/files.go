@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"fhirstore/fhirschema"
 	"fhirstore/store/document"
 )
 
@@ -190,5 +191,5 @@ func subset(resourceJSON []byte, keep []string) ([]byte, error) {
 	if len(keep) == 0 {
 		return resourceJSON, nil
 	}
-	return document.Subset(resourceJSON, func(k string) bool { return slices.Contains(alwaysKept, k) || slices.Contains(keep, k) })
+	return document.Subset(resourceJSON, func(k string) bool { return slices.Contains(alwaysKept, k) || fhirschema.NamedBy(k, keep) })
 }
