@@ -141,8 +141,9 @@ type CheckResult struct {
 // CheckFile checks the database file at path: SQLite's integrity check
 // of every page and index, the format version, and that the documents of
 // every collection (a sample of each unless opts.Full) decode to the
-// document that was stored. It returns an error only when the file cannot
-// be checked at all; what is wrong in it is in the result's Problems.
+// document that was stored and have their index entries. It returns an
+// error only when the file cannot be checked at all; what is wrong in it
+// is in the result's Problems.
 func CheckFile(ctx context.Context, path string, opts CheckOptions) (*CheckResult, error) {
 	if opts.Sample <= 0 {
 		opts.Sample = 500
