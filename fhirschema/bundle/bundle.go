@@ -451,13 +451,4 @@ func referenceType(ref string) string {
 }
 
 // objects lists the objects of a JSON array.
-func objects(v any) []map[string]any {
-	list, _ := v.([]any)
-	out := make([]map[string]any, 0, len(list))
-	for _, x := range list {
-		if m, ok := x.(map[string]any); ok {
-			out = append(out, m)
-		}
-	}
-	return out
-}
+func objects(v any) []map[string]any { return fhirschema.Objects(v) }

@@ -3,6 +3,8 @@ package profile
 import (
 	"context"
 	"fmt"
+
+	"fhirstore/fhirschema"
 )
 
 // maxValueSetDepth bounds value sets that include value sets.
@@ -231,16 +233,7 @@ func (e *expander) system(sys string, inc map[string]any) (*expansion, error) {
 }
 
 // objects returns the objects of a JSON array.
-func objects(v any) []map[string]any {
-	list, _ := v.([]any)
-	out := make([]map[string]any, 0, len(list))
-	for _, x := range list {
-		if m, ok := x.(map[string]any); ok {
-			out = append(out, m)
-		}
-	}
-	return out
-}
+func objects(v any) []map[string]any { return fhirschema.Objects(v) }
 
 // MemberOf reports whether system|code is in the value set at url as defs
 // define it, with the expansion cached per definitions generation; unknown

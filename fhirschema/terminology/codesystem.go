@@ -1,10 +1,11 @@
 package terminology
 
 import (
-	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
+
+	"fhirstore/fhirschema"
 )
 
 // codeSystem is what checks read of a CodeSystem.
@@ -213,16 +214,4 @@ func (r *run) identifierRule(l *loc, id map[string]any) {
 }
 
 // objects returns the objects of a JSON array.
-func objects(v any) []map[string]any {
-	list, _ := v.([]any)
-	out := make([]map[string]any, 0, len(list))
-	for _, x := range list {
-		if m, ok := x.(map[string]any); ok {
-			out = append(out, m)
-		}
-	}
-	return out
-}
-
-// quote names a value for a message.
-func quote(s string) string { return fmt.Sprintf("%q", s) }
+func objects(v any) []map[string]any { return fhirschema.Objects(v) }
