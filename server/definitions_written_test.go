@@ -130,3 +130,17 @@ func TestDifferentialsThatBreakTheirBaseAreRefused(t *testing.T) {
 		t.Fatalf("slicing by url: %d %s", r.Status, r.Body)
 	}
 }
+
+func TestACodeOfEitherVersionOfAV2TableIsKnown(t *testing.T) {
+	e := newEnv(t)
+	practitioner := func(code string) string {
+		return `{"resourceType":"Practitioner","qualification":[{"code":{"coding":[{"system":"http://terminology.hl7.org/CodeSystem/v2-0360","code":"` + code + `"}]}}]}`
+	}
+	// RN is in v2-0360 2.7, not 2.3.1; MD in both.
+	for _, code := range []string{"RN", "MD"} {
+		if r := e.post("/Practitioner", practitioner(code)); r.Status != http.StatusCreated {
+			t.Fatalf("v2-0360 %s: %d %s", code, r.Status, r.Body)
+		}
+	}
+	wantOutcome(t, e.post("/Practitioner", practitioner("NOPE")), http.StatusUnprocessableEntity, "Practitioner.qualification[0].code.coding[0].code")
+}

@@ -49,17 +49,29 @@ func main() {
 		os.Exit(1)
 	}
 	keys := coreKeys(resources)
-	var entries []entry
-	seen := map[string]bool{}
+	var kept []map[string]any
+	seen := map[string]map[string]any{}
 	for _, r := range resources {
 		strip(r, keys)
 		typ, _ := r["resourceType"].(string)
 		url, _ := r["url"].(string)
-		version, _ := r["version"].(string)
-		if url == "" || seen[typ+" "+url] {
+		if url == "" {
 			continue
 		}
-		seen[typ+" "+url] = true
+		if first := seen[typ+" "+url]; first != nil {
+			if typ == "CodeSystem" {
+				mergeConcepts(first, r)
+			}
+			continue
+		}
+		seen[typ+" "+url] = r
+		kept = append(kept, r)
+	}
+	var entries []entry
+	for _, r := range kept {
+		typ, _ := r["resourceType"].(string)
+		url, _ := r["url"].(string)
+		version, _ := r["version"].(string)
 		body, err := json.Marshal(r)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -71,6 +83,26 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+}
+
+// mergeConcepts adds to a CodeSystem the top-level concepts of another
+// version of it that it lacks: the v2 tables come in two versions
+// (v2-0360 2.3.1 and 2.7), and a code of either is a code of the system
+// when a Coding names no version.
+func mergeConcepts(into, other map[string]any) {
+	list, _ := into["concept"].([]any)
+	have := map[any]bool{}
+	for _, c := range list {
+		have[c.(map[string]any)["code"]] = true
+	}
+	more, _ := other["concept"].([]any)
+	for _, c := range more {
+		if m, ok := c.(map[string]any); ok && !have[m["code"]] {
+			list = append(list, m)
+			have[m["code"]] = true
+		}
+	}
+	into["concept"] = list
 }
 
 // readAll reads the conformance resources of every bundle.
