@@ -114,3 +114,65 @@ func TestASearchLinkPastItsSnapshotsLifetimeIsGone(t *testing.T) {
 		t.Fatalf("the search run again: %d %s", r.Status, r.Body)
 	}
 }
+
+// TestSystemSearchPagesAreASnapshot: a search across types keeps its
+// total and its pages when resources are created, changed and deleted
+// between them; a changed resource shows its version of then.
+func TestSystemSearchPagesAreASnapshot(t *testing.T) {
+	e := newEnv(t)
+	want := map[string]string{} // Type/id → versionId on the pages
+	for i := range 3 {
+		want["Patient/"+e.create("Patient", fmt.Sprintf(`{"resourceType":"Patient","name":[{"family":"Sys%d"}]}`, i))] = "1"
+		want["Observation/"+e.create("Observation", fmt.Sprintf(`{"resourceType":"Observation","status":"final","code":{"text":"sys %d"}}`, i))] = "1"
+	}
+	first := e.get("/?_count=2")
+	total, next := bundleTotal(t, first), bundleLink(t, first, "next")
+	if total != 6 || next == "" {
+		t.Fatalf("first page: total %d, next %q; want 6 and a next link", total, next)
+	}
+	seen := map[string]string{}
+	record := func(r *response) {
+		t.Helper()
+		for _, en := range r.JSON(t)["entry"].([]any) {
+			res := en.(map[string]any)["resource"].(map[string]any)
+			seen[res["resourceType"].(string)+"/"+res["id"].(string)] = res["meta"].(map[string]any)["versionId"].(string)
+		}
+	}
+	record(first)
+	var later []string // resources the first page does not hold
+	for key := range want {
+		if _, ok := seen[key]; !ok {
+			later = append(later, key)
+		}
+	}
+	slices.Sort(later)
+	// Between the pages: a new resource, a change and a deletion of
+	// resources still to come.
+	e.create("Patient", `{"resourceType":"Patient","name":[{"family":"SysNew"}]}`)
+	changed, deleted := later[0], later[1]
+	typ, id, _ := strings.Cut(changed, "/")
+	body := `{"resourceType":"Patient","id":"` + id + `","name":[{"family":"SysChanged"}]}`
+	if typ == "Observation" {
+		body = `{"resourceType":"Observation","id":"` + id + `","status":"amended","code":{"text":"changed"}}`
+	}
+	if r := e.put("/"+changed, body); r.Status != http.StatusOK {
+		t.Fatalf("update %s: %d %s", changed, r.Status, r.Body)
+	}
+	if r := e.do(request{Method: http.MethodDelete, Path: "/" + deleted}); r.Status >= 300 {
+		t.Fatalf("delete %s: %d %s", deleted, r.Status, r.Body)
+	}
+	for next != "" {
+		r := e.get(next)
+		if r.Status != http.StatusOK {
+			t.Fatalf("next page: %d %s", r.Status, r.Body)
+		}
+		if got := bundleTotal(t, r); got != 6 {
+			t.Fatalf("a later page's total is %d, want the first page's 6", got)
+		}
+		record(r)
+		next = bundleLink(t, r, "next")
+	}
+	if fmt.Sprint(seen) != fmt.Sprint(want) {
+		t.Fatalf("the pages held %v, want the snapshot's %v (each at its version of then)", seen, want)
+	}
+}

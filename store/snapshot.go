@@ -157,6 +157,14 @@ func (s *Store) historyAt(ctx context.Context, tenant, typ string, ids []string,
 // probeRows runs the search beyond cur on a scratch copy of docs (the
 // versions of a snapshot), returning their rows that match, in order.
 func (s *Store) probeRows(ctx context.Context, tenant string, q *search.Query, base bson.D, keys []sortField, cur *searchCursor, docs []*storedDoc) ([]*searchDoc, error) {
+	return s.withProbe(ctx, tenant, docs, func(coll engine.Collection, only bson.D) ([]*searchDoc, error) {
+		return s.sortedRows(ctx, coll, q, bson.D{{Key: "$and", Value: bson.A{base, only}}}, keys, cur)
+	})
+}
+
+// withProbe puts docs into the tenant's scratch collection, runs read on
+// it with the filter that selects them, and takes them out again.
+func (s *Store) withProbe(ctx context.Context, tenant string, docs []*storedDoc, read func(coll engine.Collection, only bson.D) ([]*searchDoc, error)) ([]*searchDoc, error) {
 	s.probeMu.Lock()
 	defer s.probeMu.Unlock()
 	coll := s.tenantDB(tenant).Collection(probeCollection)
@@ -177,8 +185,7 @@ func (s *Store) probeRows(ctx context.Context, tenant string, q *search.Query, b
 			s.log.Warn("clear search snapshot probe", zap.String("tenant", tenant), zap.Error(err))
 		}
 	}()
-	only := bson.D{{Key: "$and", Value: bson.A{base, byID}}}
-	return s.sortedRows(ctx, coll, q, only, keys, cur)
+	return read(coll, byID)
 }
 
 // mergeRows merges two lists of rows read in the search's order (reversed

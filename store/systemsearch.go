@@ -9,14 +9,18 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"fhirstore/search"
+	"fhirstore/store/engine"
 )
 
 // typedRow is a match of one type's part of a system search: its type,
 // its row (ids and sort values only) and its position in the merged order.
+// then is the version of a resource written since the search's snapshot,
+// as it was at the snapshot's time point.
 type typedRow struct {
-	typ string
-	doc *searchDoc
-	pos searchCursor
+	typ  string
+	doc  *searchDoc
+	pos  searchCursor
+	then *Resource
 }
 
 // SearchSystem runs a search across resource types (GET [base]?params): qs
@@ -27,6 +31,9 @@ type typedRow struct {
 // in the order of their sort keys, then id, then type, and only the
 // page's winners are read in full. The next cursor is the last row's
 // position with its type, so paging neither repeats nor skips a match.
+// Like a type's search, a system search is a snapshot (see snapshot.go):
+// later pages hold the matches as of the first page's time point, and its
+// total.
 func (s *Store) SearchSystem(ctx context.Context, tenant string, qs []*search.Query) (*SearchPage, error) {
 	page := &SearchPage{Total: -1}
 	if len(qs) == 0 {
@@ -47,6 +54,10 @@ func (s *Store) SearchSystem(ctx context.Context, tenant string, qs []*search.Qu
 	if cur != nil && (cur.Backward || cur.Type == "" || len(cur.Values) != len(keys) || slices.Contains(cur.Values, nil)) {
 		return nil, ErrBadCursor
 	}
+	if err := s.checkSnapshot(cur); err != nil {
+		return nil, err
+	}
+	snap := s.snapshotOf(cur)
 	if qs, err = s.heldTypes(ctx, tenant, qs); err != nil {
 		return nil, err
 	}
@@ -66,7 +77,12 @@ func (s *Store) SearchSystem(ctx context.Context, tenant string, qs []*search.Qu
 		page.Total, err = s.countSystem(ctx, tenant, qs, bases)
 		return page, err
 	}
-	rows, err := s.systemRows(ctx, tenant, qs, bases, keys, cur)
+	var at *time.Time
+	if cur != nil && snap.at != nil {
+		t := snap.at.Time()
+		at = &t
+	}
+	rows, err := s.systemRows(ctx, tenant, qs, bases, keys, cur, at)
 	if err != nil {
 		return nil, err
 	}
@@ -78,16 +94,24 @@ func (s *Store) SearchSystem(ctx context.Context, tenant string, qs []*search.Qu
 	case first.Total == "none":
 	case cur == nil && !more:
 		page.Total = int64(len(rows))
+	case snap.total != nil:
+		page.Total = *snap.total
 	default:
 		if page.Total, err = s.countSystem(ctx, tenant, qs, bases); err != nil {
 			return nil, err
 		}
 	}
+	if page.Total >= 0 {
+		snap.total = &page.Total
+	}
 	if page.Entries, err = s.readRows(ctx, tenant, rows); err != nil {
 		return nil, err
 	}
 	if more && len(rows) > 0 {
-		page.Next = encodeSearchCursor(rows[len(rows)-1].pos)
+		page.Next = encodeSearchCursor(snap.carry(rows[len(rows)-1].pos))
+		if cur == nil {
+			waitPast(snap.at.Time()) // later writes are stamped after the snapshot
+		}
 	}
 	page.Included, err = s.systemIncludes(ctx, tenant, qs, page.Entries)
 	return page, err
@@ -122,12 +146,16 @@ func (s *Store) heldTypes(ctx context.Context, tenant string, qs []*search.Query
 // merges them in the system search order. Once Count+1 rows are at hand,
 // the first sort value of the last of them bounds the later parts: a part
 // reads only rows up to it, so a type whose rows all sort later costs one
-// index probe.
-func (s *Store) systemRows(ctx context.Context, tenant string, qs []*search.Query, bases []bson.D, keys []sortField, cur *searchCursor) ([]typedRow, error) {
+// index probe. With a snapshot time point at, a part reads the rows
+// unchanged since and the versions at it of those written later.
+func (s *Store) systemRows(ctx context.Context, tenant string, qs []*search.Query, bases []bson.D, keys []sortField, cur *searchCursor, at *time.Time) ([]typedRow, error) {
 	want := qs[0].Count + 1
 	var rows []typedRow
 	for i, q := range qs {
 		filter := bases[i]
+		if at != nil {
+			filter = bson.D{{Key: "$and", Value: bson.A{filter, bson.D{{Key: "lastUpdated", Value: bson.D{{Key: "$lte", Value: *at}}}}}}}
+		}
 		if cur != nil {
 			// The cursor's own (values, id) is a row of another type, or of
 			// this one when its type sorts first; later types keep an equal row.
@@ -141,14 +169,58 @@ func (s *Store) systemRows(ctx context.Context, tenant string, qs []*search.Quer
 			return nil, err
 		}
 		for _, d := range docs {
-			pos := positionOf(d, keys, false)
-			pos.Type = q.Type
-			rows = append(rows, typedRow{typ: q.Type, doc: d, pos: pos})
+			rows = append(rows, typedRowOf(q.Type, d, keys, nil))
+		}
+		if at != nil {
+			then, err := s.systemRowsThen(ctx, tenant, q, bases[i], keys, cur, *at, want)
+			if err != nil {
+				return nil, err
+			}
+			rows = append(rows, then...)
 		}
 		slices.SortFunc(rows, func(a, b typedRow) int { return comparePositions(keys, a.pos, b.pos) })
 		if len(rows) > want {
 			rows = rows[:want]
 		}
+	}
+	return rows, nil
+}
+
+// typedRowOf is a part's row with its position in the merged order.
+func typedRowOf(typ string, d *searchDoc, keys []sortField, then *Resource) typedRow {
+	pos := positionOf(d, keys, false)
+	pos.Type = typ
+	return typedRow{typ: typ, doc: d, pos: pos, then: then}
+}
+
+// systemRowsThen reads the rows beyond cur of the resources of q's type
+// written after at, as their versions at at matched the search.
+func (s *Store) systemRowsThen(ctx context.Context, tenant string, q *search.Query, base bson.D, keys []sortField, cur *searchCursor, at time.Time, want int) ([]typedRow, error) {
+	versions, err := s.versionsAt(ctx, tenant, q.Type, at)
+	if err != nil || len(versions) == 0 {
+		return nil, err
+	}
+	byID := make(map[string]*storedDoc, len(versions))
+	for _, v := range versions {
+		byID[v.ID] = v
+	}
+	docs, err := s.withProbe(ctx, tenant, versions, func(coll engine.Collection, only bson.D) ([]*searchDoc, error) {
+		filter := bson.D{{Key: "$and", Value: bson.A{base, only}}}
+		if cur != nil {
+			filter = beyondRow(filter, keys, cur, q.Type > cur.Type)
+		}
+		return s.searchRows(ctx, coll, q, filter, orderBy(keys, 1), true, want)
+	})
+	if err != nil {
+		return nil, err
+	}
+	rows := make([]typedRow, 0, len(docs))
+	for _, d := range docs {
+		res, err := byID[d.ID].toResource(q.Type)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, typedRowOf(q.Type, d, keys, res))
 	}
 	return rows, nil
 }
@@ -237,7 +309,9 @@ func number(v any) float64 {
 func (s *Store) readRows(ctx context.Context, tenant string, rows []typedRow) ([]*Resource, error) {
 	ids := map[string][]string{}
 	for _, r := range rows {
-		ids[r.typ] = append(ids[r.typ], r.doc.ID)
+		if r.then == nil {
+			ids[r.typ] = append(ids[r.typ], r.doc.ID)
+		}
 	}
 	found := map[string]*Resource{}
 	for typ, list := range ids {
@@ -251,7 +325,9 @@ func (s *Store) readRows(ctx context.Context, tenant string, rows []typedRow) ([
 	}
 	out := make([]*Resource, 0, len(rows))
 	for _, r := range rows {
-		if res, ok := found[r.typ+"/"+r.doc.ID]; ok {
+		if r.then != nil {
+			out = append(out, r.then)
+		} else if res, ok := found[r.typ+"/"+r.doc.ID]; ok {
 			out = append(out, res)
 		}
 	}
