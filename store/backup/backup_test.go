@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -148,5 +149,84 @@ func TestRestoreRefusesWhatTheManifestDoesNotVouchFor(t *testing.T) {
 		if _, err := os.Stat(target); err == nil {
 			t.Errorf("%s: the refused restore made %s", c.name, target)
 		}
+	}
+}
+
+// TestScheduleKeepsTheNewestBackups: a schedule backs up at its interval
+// and removes the oldest backups beyond Keep; each one left verifies.
+func TestScheduleKeepsTheNewestBackups(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s := &Schedule{DataDir: dataDir(t), Dir: t.TempDir(), Every: 1100 * time.Millisecond, Keep: 2, Layout: layout}
+	done := make(chan struct{})
+	go func() { s.Run(ctx); close(done) }()
+	deadline := time.Now().Add(20 * time.Second)
+	for s.Last().Successes < 3 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	if o := s.Last(); o.Successes < 3 || o.Failures != 0 || o.Bytes == 0 || o.LastSuccess.IsZero() {
+		t.Fatalf("outcome %+v, want 3 successes and no failure", o)
+	}
+	names, err := s.backups()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(names) != 2 {
+		t.Fatalf("backups left %v, want the newest 2", names)
+	}
+	for _, n := range names {
+		if _, err := Verify(filepath.Join(s.Dir, n)); err != nil {
+			t.Errorf("%s: %v", n, err)
+		}
+	}
+}
+
+// TestScheduleRetriesAFailedBackup: a failed backup is counted and retried
+// after RetryAfter, and the schedule goes on once the cause is gone.
+func TestScheduleRetriesAFailedBackup(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	data := dataDir(t)
+	hidden := filepath.Join(t.TempDir(), "moved")
+	if err := os.Rename(filepath.Join(data, "sqlite"), hidden); err != nil {
+		t.Fatal(err)
+	}
+	s := &Schedule{DataDir: data, Dir: t.TempDir(), Every: time.Hour, Keep: 3, Layout: layout, RetryAfter: 100 * time.Millisecond}
+	done := make(chan struct{})
+	go func() { s.Run(ctx); close(done) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for s.Last().Failures < 2 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := os.Rename(hidden, filepath.Join(data, "sqlite")); err != nil {
+		t.Fatal(err)
+	}
+	for s.Last().Successes < 1 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	if o := s.Last(); o.Failures < 2 || o.Successes != 1 {
+		t.Fatalf("outcome %+v, want failures then one success", o)
+	}
+	if entries, _ := os.ReadDir(s.Dir); len(entries) != 1 {
+		t.Fatalf("%d entries in the backup dir, want the one backup (failed ones leave nothing)", len(entries))
+	}
+}
+
+// TestScheduleWaitsAnIntervalAfterTheNewestBackup: a restarted server does
+// not back up again before the interval since the newest backup is over.
+func TestScheduleWaitsAnIntervalAfterTheNewestBackup(t *testing.T) {
+	s := &Schedule{DataDir: dataDir(t), Dir: t.TempDir(), Every: time.Hour, Keep: 3, Layout: layout}
+	if d := time.Until(s.due()); d > time.Second {
+		t.Fatalf("with no backup, the first is due in %s, want now", d)
+	}
+	if err := s.Once(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Until(s.due()); d < 59*time.Minute {
+		t.Fatalf("after a backup, the next is due in %s, want an hour", d)
 	}
 }
