@@ -25,8 +25,11 @@
 // from the WAL into the file at most once a second while writes go on (a
 // PASSIVE checkpoint: it waits for no reader or writer; a page that
 // several transactions of that second wrote is copied once), so that
-// the writer, which all writes queue behind, does not; the writer
-// checkpoints itself only when the WAL outgrows 1 GiB. The engine drives SQLite (modernc.org/sqlite, SQLite
+// the writer, which all writes queue behind, does not; past a quarter of
+// Options.WALLimit (64 MiB by default) it empties the WAL with a TRUNCATE
+// checkpoint that waits for readers a few milliseconds at most, so that
+// the WAL stays bounded under load that never pauses (checkpoint.go); the
+// writer checkpoints itself only when the WAL outgrows 1 GiB. The engine drives SQLite (modernc.org/sqlite, SQLite
 // compiled to Go) through its C API rather than database/sql, whose
 // driver prepares every statement anew on each execution: each connection
 // keeps its statements prepared, keyed by their SQL, which depends on a

@@ -39,6 +39,9 @@ type Options struct {
 	// searched by equality and prefix only; they are kept in a full-text
 	// table rather than the general index (see the package documentation).
 	WordPaths []string
+	// WALLimit is the size each file's WAL is kept under while writes
+	// stream in (default DefaultWALLimit; see checkpoint.go).
+	WALLimit int64
 
 	// converting, when set, is called as a conversion goes: to format 2
 	// after each batch of a collection's documents (committed false) and
@@ -157,7 +160,7 @@ func (e *Engine) file(ctx context.Context, name string) (*file, error) {
 		return f, nil
 	}
 	wm, rm := memoryOf(e.opts.CacheBytes, e.opts.MmapBytes, e.opts.ReadConns)
-	f, err := openFile(e.dir, name, fileOptions{readConns: e.opts.ReadConns, writer: wm, reader: rm, words: e.words, stats: &e.stats, codec: e.codec, shared: e.opts.SharedField, log: e.log, converting: e.opts.converting})
+	f, err := openFile(e.dir, name, fileOptions{readConns: e.opts.ReadConns, writer: wm, reader: rm, words: e.words, stats: &e.stats, codec: e.codec, shared: e.opts.SharedField, log: e.log, converting: e.opts.converting, walLimit: walLimit(e.opts.WALLimit)})
 	if err != nil {
 		return nil, err
 	}
@@ -171,16 +174,20 @@ func (e *Engine) file(ctx context.Context, name string) (*file, error) {
 // commit in one transaction (see the package documentation).
 type WriteStats struct {
 	Writes, Transactions int64
+	// WALResets counts the checkpoints that emptied a WAL grown past a
+	// quarter of its limit, WALBusy those that readers kept from it.
+	WALResets, WALBusy int64
 }
 
 // writeStats are the engine's counts of WriteStats.
 type writeStats struct {
 	writes, transactions atomic.Int64
+	walResets, walBusy   atomic.Int64
 }
 
 // WriteStats returns the counts of writes and transactions since Open.
 func (e *Engine) WriteStats() WriteStats {
-	return WriteStats{Writes: e.stats.writes.Load(), Transactions: e.stats.transactions.Load()}
+	return WriteStats{Writes: e.stats.writes.Load(), Transactions: e.stats.transactions.Load(), WALResets: e.stats.walResets.Load(), WALBusy: e.stats.walBusy.Load()}
 }
 
 // checkDatabaseName refuses names that are not plain file names.

@@ -24,8 +24,9 @@ const (
 // processes' writes; the writer also sets WAL (so that readers and the
 // writer do not block each other) and NORMAL synchronization (durable at
 // checkpoints). The file's checkpointer copies the WAL into the database
-// after writes; the writer checkpoints itself only when the WAL outgrows
-// 1 GiB (the checkpointer fell behind). Page caches and memory mapping
+// after writes and keeps it bounded (checkpoint.go); the writer
+// checkpoints itself only when the WAL outgrows 1 GiB (the checkpointer
+// fell behind). Page caches and memory mapping
 // are sized by memory (below).
 var (
 	pragmas       = []string{"busy_timeout = 10000", "temp_store = MEMORY", "foreign_keys = 0"}
@@ -81,6 +82,7 @@ type file struct {
 	shared string // the engine's Options.SharedField
 
 	readerMemory memory // of each reader
+	walLimit     int64  // the WAL's bound (checkpoint.go)
 
 	compact bool // a conversion at open shrank the file's contents: VACUUM once
 
@@ -107,13 +109,14 @@ type fileOptions struct {
 	shared     string // Options.SharedField
 	log        *zap.Logger
 	converting func(coll string, committed bool) // Options.converting
+	walLimit   int64                             // Options.WALLimit
 }
 
 // openFile opens (creating it if need be) the file of database name in
 // dir, converting a file of an older format (logged to o.log).
 func openFile(dir, name string, o fileOptions) (*file, error) {
 	path := filepath.Join(dir, name+".db")
-	w, err := openConn(path, slices.Concat(pragmas, writerPragmas, o.writer.pragmas()))
+	w, err := openConn(path, slices.Concat(pragmas, writerPragmas, walPragmas(walLimit(o.walLimit)), o.writer.pragmas()))
 	if err != nil {
 		return nil, classify("open "+path, err)
 	}
@@ -137,6 +140,7 @@ func openFile(dir, name string, o fileOptions) (*file, error) {
 		shared:      o.shared,
 
 		readerMemory: o.reader,
+		walLimit:     walLimit(o.walLimit),
 	}
 	go f.checkpointer()
 	if err := f.open(context.Background(), o); err != nil {
@@ -197,9 +201,8 @@ const checkpointEvery = time.Second
 // checkpointer copies the pages the writes committed to the WAL into the
 // database file, on a connection of its own, so that the writer does not
 // (a checkpoint of a large transaction writes and syncs thousands of
-// pages). A PASSIVE checkpoint waits for no reader or writer; the WAL
-// starts over at the first write after one that copied everything. It
-// stops when stop is closed.
+// pages), and keeps the WAL under its limit (checkpoint.go). It stops
+// when stop is closed.
 func (f *file) checkpointer() {
 	defer close(f.checkpoints)
 	var c *conn
@@ -216,16 +219,20 @@ func (f *file) checkpointer() {
 		}
 		if c == nil {
 			var err error
-			if c, err = openConn(f.path, slices.Concat(pragmas, memory{}.pragmas())); err != nil {
+			if c, err = f.checkpointConn(); err != nil {
 				c = nil // the writer's own checkpoints remain
 				continue
 			}
 		}
-		_ = c.run(context.Background(), "PRAGMA wal_checkpoint(PASSIVE)")
-		select {
-		case <-f.stop:
+		wait := f.checkpoint(c)
+		if !f.pause(wait) {
 			return
-		case <-time.After(checkpointEvery):
+		}
+		if wait < checkpointEvery { // the WAL is still past its bound
+			select {
+			case f.wake <- struct{}{}:
+			default:
+			}
 		}
 	}
 }
