@@ -8,9 +8,13 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
+	"go.uber.org/zap"
+
+	"fhirstore/server"
 	"fhirstore/server/auth"
 	"fhirstore/store/backup"
 )
@@ -25,34 +29,6 @@ const (
 	checkFailed        = 2
 )
 
-// backupExamples, restoreExamples and checkExamples are printed by -h.
-var (
-	backupExamples = []string{
-		"fhirstore backup --data-dir ./data --out /backup/fhirstore-$(date +%F)",
-		"    a consistent copy of every tenant and the system database, while the server keeps serving",
-		"fhirstore backup --data-dir ./data --tenant acme --out /backup/acme-$(date +%F)",
-		"    with MongoDB (--mongodb-uri) use mongodump or the cluster's backup instead",
-	}
-	restoreExamples = []string{
-		"fhirstore restore --from /backup/fhirstore-2025-06-01 --data-dir ./data-restored",
-		"fhirstore serve --data-dir ./data-restored",
-	}
-	checkExamples = []string{
-		"fhirstore check --data-dir /backup/fhirstore-2025-06-01",
-		"fhirstore check --full --data-dir ./data     # a stopped server's data dir; every document",
-		"    exit status: 0 clean, 1 problems found (one line each), 2 the check could not run",
-	}
-)
-
-// usageWithExamples prints the usage of cfg and examples.
-func usageWithExamples(cfg *config, w io.Writer, synopsis string, examples []string) {
-	cfg.usage(w, synopsis)
-	fmt.Fprintln(w, "\nexamples:")
-	for _, line := range examples {
-		fmt.Fprintln(w, "  "+line)
-	}
-}
-
 // backupCmd backs up an embedded data dir, online, into a new directory.
 func backupCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cfg := newConfig("backup", "data-dir")
@@ -61,7 +37,7 @@ func backupCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	pos, err := cfg.parse(args)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			usageWithExamples(cfg, stdout, "fhirstore backup --out DIR [--data-dir DIR] [--tenant NAME]", backupExamples)
+			cfg.usage(stdout, "fhirstore backup --out DIR [--data-dir DIR] [--tenant NAME]")
 		}
 		return err
 	}
@@ -99,23 +75,23 @@ func backupCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 
 // restoreCmd restores a backup into a new data dir.
 func restoreCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	cfg := newConfig("restore", "data-dir")
-	from := cfg.fs.String("from", "", "the backup to restore (a directory written by fhirstore backup)")
+	cfg := newConfig("restore", "data-dir", "from")
 	pos, err := cfg.parse(args)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			usageWithExamples(cfg, stdout, "fhirstore restore --from BACKUP --data-dir NEWDIR", restoreExamples)
+			cfg.usage(stdout, "fhirstore restore --from BACKUP --data-dir NEWDIR")
 		}
 		return err
 	}
 	if len(pos) > 0 {
 		return fmt.Errorf("restore takes no arguments, not %q (see fhirstore restore -h)", strings.Join(pos, " "))
 	}
-	if *from == "" {
+	from := cfg.str("from")
+	if from == "" {
 		return errors.New("restore: --from is required: the backup's directory (see fhirstore restore -h)")
 	}
 	dataDir := cfg.str("data-dir")
-	m, err := backup.Restore(ctx, *from, dataDir)
+	m, err := backup.Restore(ctx, from, dataDir)
 	if err != nil {
 		return err
 	}
@@ -126,12 +102,11 @@ func restoreCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 
 // checkCmd checks a stopped data dir or a backup.
 func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	cfg := newConfig("check", "data-dir")
-	full := cfg.fs.Bool("full", false, "decode every stored document and version, not a sample of each table")
-	pos, err := cfg.parse(args)
+	cfg := newConfig("check", "data-dir", "full")
+	pos, err := cfg.parse(boolFlagArgs(args, "full"))
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			usageWithExamples(cfg, stdout, "fhirstore check [--full] [--data-dir DIR]", checkExamples)
+			cfg.usage(stdout, "fhirstore check [--full] [--data-dir DIR]")
 			return err
 		}
 		return &exitError{code: checkFailed, err: err}
@@ -139,11 +114,15 @@ func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if len(pos) > 0 {
 		return &exitError{code: checkFailed, err: fmt.Errorf("check takes no arguments, not %q (see fhirstore check -h)", strings.Join(pos, " "))}
 	}
+	full, err := strconv.ParseBool(cfg.str("full"))
+	if err != nil {
+		return &exitError{code: checkFailed, err: fmt.Errorf("--full: %q is not true or false", cfg.str("full"))}
+	}
 	dir := cfg.str("data-dir")
 	if _, err := os.Stat(dir); err != nil {
 		return &exitError{code: checkFailed, err: fmt.Errorf("check: %w", err)}
 	}
-	rep, err := backup.Check(ctx, dir, backup.CheckOptions{Layout: backupLayout, Full: *full})
+	rep, err := backup.Check(ctx, dir, backup.CheckOptions{Layout: backupLayout, Full: full})
 	if err != nil {
 		return &exitError{code: checkFailed, err: err}
 	}
@@ -152,7 +131,7 @@ func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		what = "backup"
 	}
 	sample := "a sample of each table"
-	if *full {
+	if full {
 		sample = "every document"
 	}
 	if rep.Clean() {
@@ -163,4 +142,38 @@ func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintln(stdout, p.String())
 	}
 	return &exitError{code: checkFoundProblems, err: fmt.Errorf("check: %s %s: %d problems (listed on standard output)", what, dir, len(rep.Problems))}
+}
+
+// backupSchedule is the server's schedule of backups when --backup-dir is
+// set (nil otherwise): only the embedded database has files to back up.
+func backupSchedule(cfg *config, logger *zap.Logger) (*backup.Schedule, error) {
+	dir := cfg.str("backup-dir")
+	if dir == "" {
+		return nil, nil
+	}
+	if cfg.str("mongodb-uri") != "" {
+		return nil, errors.New("--backup-dir: scheduled backups are of the embedded database; back up MongoDB with mongodump or the cluster's own backup (docs/guide/backup.md)")
+	}
+	every, err := cfg.duration("backup-every")
+	if err != nil {
+		return nil, err
+	}
+	keep, err := cfg.int64("backup-keep")
+	if err != nil {
+		return nil, err
+	}
+	return &backup.Schedule{DataDir: cfg.str("data-dir"), Dir: dir, Every: every, Keep: int(keep), Layout: backupLayout, Logger: logger.Named("backup")}, nil
+}
+
+// startBackups runs the schedule, if any, until ctx ends, its outcome in
+// the metrics.
+func startBackups(ctx context.Context, s *backup.Schedule, metrics *server.Metrics, logger *zap.Logger) {
+	if s == nil {
+		return
+	}
+	if metrics != nil {
+		metrics.Registry().MustRegister(s.Collector())
+	}
+	go s.Run(ctx)
+	logger.Info("scheduled backups", zap.String("dir", s.Dir), zap.Duration("every", s.Every), zap.Int("keep", s.Keep))
 }

@@ -287,3 +287,53 @@ func TestCheckNamesTheTenantTableResourceAndVersion(t *testing.T) {
 		t.Fatalf("check -h: %v\n%s", err, help.String())
 	}
 }
+
+// TestServeMakesScheduledBackups: with --backup-dir the server backs up its
+// data dir at start (no backup there yet), the backup checks clean and
+// holds the data, /metrics tells when it was made, and the server goes on
+// serving; --backup-dir with MongoDB is refused at start.
+func TestServeMakesScheduledBackups(t *testing.T) {
+	dir, backups := t.TempDir(), t.TempDir()
+	first := startServer(t, "--addr", "127.0.0.1:0", "--data-dir", dir)
+	tok := tokenFor(t, dir, "demo")
+	id := createPatient(t, first, "demo.localhost:"+first.port, tok, "Scheduled")
+	if err := first.stop(); err != nil {
+		t.Fatal(err)
+	}
+	s := startServer(t, "--addr", "127.0.0.1:0", "--data-dir", dir, "--backup-dir", backups, "--backup-every", "1h", "--backup-keep", "2")
+	host := "demo.localhost:" + s.port
+	var made string
+	for deadline := time.Now().Add(20 * time.Second); made == "" && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		entries, _ := os.ReadDir(backups)
+		for _, e := range entries {
+			if _, err := os.Stat(filepath.Join(backups, e.Name(), backup.ManifestFile)); err == nil {
+				made = filepath.Join(backups, e.Name())
+			}
+		}
+	}
+	if made == "" || !strings.HasPrefix(filepath.Base(made), "fhirstore-") {
+		t.Fatalf("no scheduled backup in %s within 20s (got %q)\n%s", backups, made, s.stderr)
+	}
+	r := call(t, http.MethodGet, s.url("/metrics"), host, "", "")
+	if r.status != http.StatusOK || !strings.Contains(string(r.body), "fhirstore_backups_total{result=\"ok\"} 1") || strings.Contains(string(r.body), "fhirstore_backup_last_success_timestamp_seconds 0\n") {
+		t.Fatalf("metrics after a scheduled backup: %d\n%s", r.status, r.body)
+	}
+	if !strings.Contains(s.stderr.String(), `"backup made"`) {
+		t.Fatalf("no log line for the scheduled backup:\n%s", s.stderr)
+	}
+	if got := readFamily(t, s, host, tok, id); got != "Scheduled" {
+		t.Fatalf("the server after a backup: family %q", got)
+	}
+	if err := s.stop(); err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, "check", "--full", "--data-dir", made)
+	restored := filepath.Join(t.TempDir(), "restored")
+	mustRun(t, "restore", "--from", made, "--data-dir", restored)
+	s2 := startServer(t, "--addr", "127.0.0.1:0", "--data-dir", restored)
+	if got := readFamily(t, s2, "demo.localhost:"+s2.port, tokenFor(t, restored, "demo"), id); got != "Scheduled" {
+		t.Fatalf("the restored scheduled backup: family %q", got)
+	}
+	wantFail(t, "scheduled backups are of the embedded database", "serve", "--addr", "127.0.0.1:0", "--data-dir", t.TempDir(),
+		"--mongodb-uri", "mongodb://127.0.0.1:1/?serverSelectionTimeoutMS=100", "--backup-dir", backups)
+}

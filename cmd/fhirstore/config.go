@@ -88,6 +88,11 @@ var settings = []setting{
 	{"format", "FHIRSTORE_VIEW_FORMAT", "csv", "format of a view's rows: csv, ndjson, json or parquet"},
 	{"resource", "FHIRSTORE_FHIRPATH_RESOURCE", "", "FHIR resource file (JSON or XML) the expression is evaluated against; empty: no input"},
 	{"lenient", "FHIRSTORE_FHIRPATH_LENIENT", "false", "evaluate leniently: an element the model does not know and a function input of the wrong type give empty instead of an error"},
+	{"from", "FHIRSTORE_RESTORE_FROM", "", "the backup to restore: a directory written by fhirstore backup"},
+	{"full", "FHIRSTORE_CHECK_FULL", "false", "decode every stored document and version and check every index entry, not a sample of each table"},
+	{"backup-dir", "FHIRSTORE_BACKUP_DIR", "", "directory of scheduled backups of the embedded database, one sub-directory each; empty: no scheduled backups"},
+	{"backup-every", "FHIRSTORE_BACKUP_EVERY", "24h", "interval between scheduled backups (the first is due an interval after the newest one in --backup-dir)"},
+	{"backup-keep", "FHIRSTORE_BACKUP_KEEP", "7", "how many scheduled backups to keep; older ones are removed after each new backup"},
 }
 
 // config holds parsed settings by flag name.

@@ -19,6 +19,9 @@ var commands = []struct{ name, does string }{
 	{"fhirpath", "evaluate a FHIRPath expression against a JSON or XML resource; prints the result as JSON"},
 	{"view", "run SQL on FHIR ViewDefinitions over a server's data; rows as csv, ndjson, json or parquet"},
 	{"validate", "validate JSON or XML resources without a server, against the profiles of FHIR packages"},
+	{"backup", "back up the embedded database online, with a manifest of checksums"},
+	{"restore", "restore a backup into a new data dir, after verifying its checksums"},
+	{"check", "check a stopped data dir or a backup: integrity, documents, index entries"},
 }
 
 // examples are printed by COMMAND -h after the flags; each is a command
@@ -80,6 +83,23 @@ var examples = map[string][]string{
 		"    ./views/bp.parquet and ./views/visits.parquet, a progress line on standard error",
 		"fhirstore view --direct --data-dir ./data --format ndjson --out ./views observations.json",
 		"    reads the database of ./data in this process, beside a running server or not",
+	},
+	"backup": {
+		"fhirstore backup --data-dir ./data --out /backup/fhirstore-$(date +%F)",
+		"    a consistent copy of every tenant and the system database, while the server keeps serving",
+		"fhirstore backup --data-dir ./data --tenant acme --out /backup/acme-$(date +%F)",
+		"fhirstore serve --backup-dir /backup --backup-every 24h --backup-keep 7",
+		"    the server backs itself up every day and keeps the last seven",
+		"    with MongoDB (--mongodb-uri) use mongodump or the cluster's backup instead",
+	},
+	"restore": {
+		"fhirstore restore --from /backup/fhirstore-2025-06-01 --data-dir ./data-restored",
+		"fhirstore serve --data-dir ./data-restored",
+	},
+	"check": {
+		"fhirstore check --data-dir /backup/fhirstore-2025-06-01",
+		"fhirstore check --full --data-dir ./data     # a stopped server's data dir; every document",
+		"    exit status: 0 clean, 1 problems found (one line each), 2 the check could not run",
 	},
 	"client": {
 		"fhirstore client create --data-dir ./data --tenant demo --scope 'system/*.read' --name reporting",

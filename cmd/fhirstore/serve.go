@@ -30,7 +30,7 @@ import (
 // indexes exist from the moment a tenant is created.
 var specTypes = []string{"Patient", "QuestionnaireResponse", "Practitioner", "EpisodeOfCare", "DiagnosticReport", "CarePlan", "List", "Questionnaire"}
 
-var serveFlags = []string{"addr", "data-dir", "base-domain", "default-tenant", "mongodb-uri", "max-body-bytes", "max-bundle-entries", "txn-recovery-age", "txn-recovery-attempts", "export-dir", "export-expiry", "export-max-jobs", "export-file-bytes", "export-workers", "sql-timeout", "sql-max-rows", "sql-max-bytes", "sql-cache-bytes", "db-cache-bytes", "db-mmap-bytes", "memory-limit-bytes", "unknown-profiles", "required-profiles", "subscription-endpoints", "subscription-attempts", "subscription-timeout", "subscription-backoff", "log-level", "shutdown-timeout", "read-header-timeout", "read-timeout", "metrics", "audit", "audit-backlog", "dev", "issuer", "issuer-jwks-url", "issuer-jwks-file", "issuer-tenants", "audience", "issuer-config", "token-issuer", "token-ttl", "clock-skew"}
+var serveFlags = []string{"addr", "data-dir", "base-domain", "default-tenant", "mongodb-uri", "max-body-bytes", "max-bundle-entries", "txn-recovery-age", "txn-recovery-attempts", "export-dir", "export-expiry", "export-max-jobs", "export-file-bytes", "export-workers", "sql-timeout", "sql-max-rows", "sql-max-bytes", "sql-cache-bytes", "db-cache-bytes", "db-mmap-bytes", "memory-limit-bytes", "unknown-profiles", "required-profiles", "subscription-endpoints", "subscription-attempts", "subscription-timeout", "subscription-backoff", "log-level", "shutdown-timeout", "read-header-timeout", "read-timeout", "metrics", "audit", "audit-backlog", "backup-dir", "backup-every", "backup-keep", "dev", "issuer", "issuer-jwks-url", "issuer-jwks-file", "issuer-tenants", "audience", "issuer-config", "token-issuer", "token-ttl", "clock-skew"}
 
 // serve runs the server until ctx is cancelled (SIGINT or SIGTERM).
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -103,6 +103,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	lifecycle, _ := newLogger("info", stderr)
 	defer func() { _ = logger.Sync() }()
 
+	backups, err := backupSchedule(cfg, logger)
+	if err != nil {
+		return err
+	}
 	dataDir := cfg.str("data-dir")
 	key, err := auth.LoadOrCreateDevKey(dataDir)
 	if err != nil {
@@ -148,6 +152,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	} else if n > 0 {
 		logger.Info("search parameters: re-indexing resumed in the background", zap.Int("tenants", n))
 	}
+	startBackups(ctx, backups, metrics, logger)
 	subCfg.Store, subCfg.Exclusive = db.store, db.owned
 	subs, err := subscription.Start(ctx, subCfg)
 	if err != nil {
