@@ -17,6 +17,7 @@ import (
 	"fhirstore/search"
 	"fhirstore/server/auth"
 	"fhirstore/server/bulkexport"
+	"fhirstore/server/graphql"
 	"fhirstore/server/viewsql"
 	"fhirstore/store"
 )
@@ -40,10 +41,13 @@ type Config struct {
 	// Audit, when set, records every FHIR and REST request as an AuditEvent
 	// in its tenant's database (see Server.Close).
 	Audit bool
-	// AuditBacklog is how many spooled audit records may wait to become
-	// AuditEvents before the trail indexes at full pace and spools no
-	// faster than it indexes; 0 means DefaultAuditBacklog.
+	// AuditBacklog is how many audit records may wait to be written
+	// before requests wait for room (each request waits for its own
+	// record); 0 means DefaultAuditBacklog.
 	AuditBacklog int
+	// AuditRetention, when positive, is how long the trail's records are
+	// kept: older ones are purged at the start and every hour.
+	AuditRetention time.Duration
 	// REST, when set, serves /api/v1 behind the same tenant and token checks
 	// as FHIR; it finds the caller with CallerFrom.
 	REST http.Handler
@@ -58,6 +62,12 @@ type Config struct {
 	Export *bulkexport.Manager
 	// SQL bounds each $sqlquery-run (zero fields: viewsql's defaults).
 	SQL viewsql.Limits
+	// GraphQL bounds each $graphql query (zero fields: the defaults).
+	GraphQL graphql.Limits
+	// Topics, when set, serves topic-based subscriptions: $status,
+	// $events, $get-ws-binding-token, the websocket channel, and the
+	// topics in the CapabilityStatement.
+	Topics TopicService
 }
 
 // restPrefix is where the REST interface is mounted.
@@ -77,7 +87,7 @@ type Server struct {
 	auditor *auditor
 
 	activity *activity     // when requests last started or ended
-	indexer  *auditIndexer // turns spooled audit records into AuditEvents
+	indexer  *auditIndexer // converts spooled audit records, purges old ones
 }
 
 // New builds the HTTP handler tree.
@@ -101,9 +111,9 @@ func New(cfg Config, st *store.Store, authn auth.Authenticator, logger *zap.Logg
 		cfg.AuditBacklog = DefaultAuditBacklog
 	}
 	s := &Server{cfg: cfg, store: st, auth: authn, log: logger, tenants: newTenantCache(cfg.TenantCacheTTL), activity: &activity{}}
-	s.indexer = newAuditIndexer(st, logger, s.activity, int64(cfg.AuditBacklog)) // also for records spooled before a start with the trail off
+	s.indexer = newAuditIndexer(st, logger, cfg.AuditRetention) // also for records spooled before a start with the trail off
 	if cfg.Audit {
-		s.auditor = newAuditor(st, logger, s.indexer)
+		s.auditor = newAuditor(st, logger, s.indexer, cfg.AuditBacklog)
 		if cfg.Metrics != nil {
 			cfg.Metrics.audit.Store(s.auditor)
 		}
@@ -121,7 +131,7 @@ func (s *Server) Close(ctx context.Context) error {
 	if s.auditor != nil {
 		err = s.auditor.close(ctx)
 	}
-	s.indexer.close(ctx)
+	s.indexer.close()
 	return err
 }
 
@@ -149,6 +159,9 @@ func (s *Server) routes() *gin.Engine {
 	e.Any("/fhir/r4", s.fhirFormat, s.fhir) // the base itself: POST of a batch or transaction
 	if s.cfg.REST != nil {
 		e.Any(restPrefix+"/*path", s.tenant, s.audit, s.authenticate, gin.WrapH(s.cfg.REST))
+	}
+	if s.cfg.Topics != nil {
+		e.GET(SubscriptionSocketPath, s.tenant, s.subscriptionSocket)
 	}
 	s.mountConsole(e)
 	e.NoRoute(func(c *gin.Context) {
@@ -246,6 +259,13 @@ var fhirRoutes = map[string]map[string]route{
 	"T/$populate": sdcRoutes, "T/I/$populate": sdcRoutes,
 	"T/$extract": sdcRoutes, "T/I/$extract": sdcRoutes,
 	"T/$assemble": sdcRoutes, "T/I/$assemble": sdcRoutes,
+
+	// Topic-based subscriptions.
+	"T/$status": subscriptionOpRoutes, "T/I/$status": subscriptionOpRoutes, "T/I/$events": subscriptionOpRoutes,
+	"T/$get-ws-binding-token": subscriptionOpRoutes, "T/I/$get-ws-binding-token": subscriptionOpRoutes,
+
+	// FHIR GraphQL, system and instance level.
+	"$graphql": graphqlRoutes, "T/I/$graphql": graphqlRoutes,
 }
 
 // sdcRoutes serves an SDC operation by GET or POST.
@@ -274,6 +294,10 @@ func shapeOf(segs []string) string {
 		case terminologyOps[seg].typ != "" && (i == 1 || i == 2) && i == len(segs)-1:
 			shape[i] = seg
 		case sdcOps[seg].typ != "" && (i == 1 || i == 2) && i == len(segs)-1:
+			shape[i] = seg
+		case subscriptionOps[seg] && (i == 1 || i == 2) && i == len(segs)-1:
+			shape[i] = seg
+		case seg == "$graphql" && (i == 0 || i == 2) && i == len(segs)-1:
 			shape[i] = seg
 		case i == 2 && len(segs) == 3:
 			shape[i] = "T2"

@@ -130,7 +130,7 @@ func (s *Store) SnapshotSize(ctx context.Context, tenant, typ string) (int64, er
 // idx when it filters on it): not the search and sort values, which are
 // most of a row.
 var snapshotFields = bson.D{{Key: "vid", Value: 1}, {Key: "lastUpdated", Value: 1}, {Key: "deleted", Value: 1},
-	{Key: "resource", Value: 1}, {Key: "numText", Value: 1}}
+	{Key: "resource", Value: 1}, {Key: "numText", Value: 1}, {Key: "audit", Value: 1}}
 
 // snapshotBatches is how many batches of rows a snapshot has in flight;
 // snapshotBatchRows how many rows each holds at most.
@@ -287,6 +287,13 @@ func (s *Store) emitAt(ctx context.Context, tenant string, q SnapshotQuery, d *s
 	if !d.LastUpdated.After(q.At) {
 		if d.Deleted {
 			return nil
+		}
+		if isAuditRow(d) {
+			res, err := auditResource(d)
+			if err != nil {
+				return err
+			}
+			return fn(res)
 		}
 		buf.Reset()
 		if err := document.AppendJSON(buf, d.Resource, d.NumText); err != nil {

@@ -90,6 +90,9 @@ func (s *Store) History(ctx context.Context, tenant string, q HistoryQuery) (*Hi
 		return nil, s.damaged(ctx, tenant, err)
 	}
 	page, err := newHistoryPage(q, rows, total)
+	if err == nil && total == 0 && q.ID != "" {
+		s.auditHistory(ctx, tenant, q, page)
+	}
 	if err == nil && first && (page.HasNext || page.HasPrevious) {
 		waitPast(*q.Until)
 	}

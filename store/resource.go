@@ -84,6 +84,8 @@ type storedDoc struct {
 	// Idx holds the search parameter values, Sort the _sort keys (package search).
 	Idx  bson.Raw `bson:"idx,omitempty"`
 	Sort bson.Raw `bson:"sort,omitempty"`
+	// Audit holds an audit record in place of a resource (audit.go).
+	Audit []byte `bson:"audit,omitempty"`
 }
 
 // historyDoc is a row of the history collection.
@@ -110,7 +112,8 @@ func (d storedDoc) MarshalBSON() ([]byte, error) {
 	doc = appendUnlessEmpty(doc, "numText", d.NumText, len(d.NumText))
 	doc = appendUnlessEmpty(doc, "idx", d.Idx, len(d.Idx))
 	doc = appendUnlessEmpty(doc, "sort", d.Sort, len(d.Sort))
-	return document.MarshalAppend(make([]byte, 0, 96+len(d.ID)+len(d.Method)+len(d.Resource)+len(d.Idx)+len(d.Sort)+rowTextBytes(d.NumText)), doc)
+	doc = appendUnlessEmpty(doc, "audit", d.Audit, len(d.Audit))
+	return document.MarshalAppend(make([]byte, 0, 96+len(d.ID)+len(d.Method)+len(d.Resource)+len(d.Idx)+len(d.Sort)+len(d.Audit)+rowTextBytes(d.NumText)), doc)
 }
 
 // MarshalBSON encodes the row as bson.Marshal encodes its fields, without
@@ -292,6 +295,9 @@ func (s *Store) VRead(ctx context.Context, tenant, typ, id string, vid string) (
 	var h historyDoc
 	err = engine.FindOneInto(ctx, s.tenantDB(tenant).Collection(historyCollection), bson.D{{Key: "_id", Value: historyKey(typ, id, n)}}, nil, &h)
 	if errors.Is(err, engine.ErrNoDocuments) {
+		if res := s.auditVersion(ctx, tenant, typ, id, n); res != nil {
+			return res, nil
+		}
 		return nil, fmt.Errorf("vread %s/%s/_history/%d: %w", typ, id, n, ErrNotFound)
 	}
 	if err != nil {
@@ -558,6 +564,9 @@ func (s *Store) repair(ctx context.Context, tenant, typ, id string) {
 func (s *Store) now() time.Time { return s.opts.Now().UTC().Truncate(time.Millisecond) }
 
 func (d *storedDoc) toResource(typ string) (*Resource, error) {
+	if isAuditRow(d) && !d.Deleted {
+		return auditResource(d)
+	}
 	res := &Resource{Type: typ, ID: d.ID, VersionID: d.VID, LastUpdated: d.LastUpdated.UTC(), Method: d.Method, Deleted: d.Deleted, idx: d.Idx}
 	if d.Deleted || len(d.Resource) == 0 {
 		return res, nil

@@ -181,3 +181,43 @@ func (s *Store) dropSpooled(ctx context.Context, tenant string, records []SpoolR
 	_, err := s.tenantDB(tenant).Collection(spoolCollection).DeleteMany(ctx, byKeys(records))
 	return dbError("remove spooled records", err)
 }
+
+// DrainSpool turns the oldest records of the tenant's spool, at most
+// limit, into audit rows (see Audit), convert reading each; a record
+// convert refuses is listed in refused. The records leave the spool once
+// their rows are stored; a row stored already (a drain stopped between
+// the two) is not stored again. It returns how many records left the
+// spool, 0 when it is empty. A tenant that no longer exists has its
+// records dropped (ErrTenantNotFound).
+func (s *Store) DrainSpool(ctx context.Context, tenant string, limit int, convert func(SpoolRecord) (AuditRecord, error)) (taken int, refused []RefusedRecord, err error) {
+	cur, err := s.tenantDB(tenant).Collection(spoolCollection).Find(ctx, bson.D{}, &engine.FindOptions{Sort: bson.D{{Key: "_id", Value: 1}}, Limit: int64(limit)})
+	if err != nil {
+		return 0, nil, dbError("read spooled records", err)
+	}
+	var records []SpoolRecord
+	if err := engine.All(ctx, cur, &records); err != nil {
+		return 0, nil, dbError("read spooled records", err)
+	}
+	if len(records) == 0 {
+		return 0, nil, nil
+	}
+	if exists, err := s.TenantExists(ctx, tenant); err != nil {
+		return 0, nil, err
+	} else if !exists {
+		return len(records), nil, errors.Join(fmt.Errorf("drain spool: %w: %s", ErrTenantNotFound, tenant), s.dropSpooled(ctx, tenant, records))
+	}
+	rows := make([]AuditRecord, 0, len(records))
+	for _, r := range records {
+		rec, err := convert(r)
+		if err != nil {
+			refused = append(refused, RefusedRecord{Record: r, Err: err})
+			continue
+		}
+		rec.Key = r.Key
+		rows = append(rows, rec)
+	}
+	if err := s.Audit(ctx, tenant, rows); err != nil {
+		return 0, nil, err
+	}
+	return len(records), refused, s.dropSpooled(ctx, tenant, records)
+}
