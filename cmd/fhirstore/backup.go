@@ -14,8 +14,11 @@ import (
 
 	"go.uber.org/zap"
 
+	"fhirstore/fhirschema"
+	"fhirstore/search"
 	"fhirstore/server"
 	"fhirstore/server/auth"
+	"fhirstore/store"
 	"fhirstore/store/backup"
 )
 
@@ -102,11 +105,11 @@ func restoreCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 
 // checkCmd checks a stopped data dir or a backup.
 func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	cfg := newConfig("check", "data-dir", "full")
+	cfg := newConfig("check", "data-dir", "mongodb-uri", "full")
 	pos, err := cfg.parse(boolFlagArgs(args, "full"))
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			cfg.usage(stdout, "fhirstore check [--full] [--data-dir DIR]")
+			cfg.usage(stdout, "fhirstore check [--full] [--data-dir DIR | --mongodb-uri URI]")
 			return err
 		}
 		return &exitError{code: checkFailed, err: err}
@@ -117,6 +120,9 @@ func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	full, err := strconv.ParseBool(cfg.str("full"))
 	if err != nil {
 		return &exitError{code: checkFailed, err: fmt.Errorf("--full: %q is not true or false", cfg.str("full"))}
+	}
+	if uri := cfg.str("mongodb-uri"); uri != "" {
+		return checkDatabase(ctx, uri, full, stdout)
 	}
 	dir := cfg.str("data-dir")
 	if _, err := os.Stat(dir); err != nil {
@@ -142,6 +148,47 @@ func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintln(stdout, p.String())
 	}
 	return &exitError{code: checkFoundProblems, err: fmt.Errorf("check: %s %s: %d problems (listed on standard output)", what, dir, len(rep.Problems))}
+}
+
+// checkDatabase checks every tenant of a MongoDB deployment through the
+// store: documents decode, current versions are in history, index entries
+// agree with the documents. The files are MongoDB's to check (validate).
+func checkDatabase(ctx context.Context, uri string, full bool, stdout io.Writer) error {
+	registry, err := search.NewRegistry(fhirschema.StoredTypes())
+	if err != nil {
+		return &exitError{code: checkFailed, err: err}
+	}
+	db, err := openDatabase(ctx, uri, "", true, storeOptions{registry: registry}, zap.NewNop())
+	if err != nil {
+		return &exitError{code: checkFailed, err: fmt.Errorf("check: %w", err)}
+	}
+	defer db.close()
+	tenants, err := db.store.ListTenants(ctx)
+	if err != nil {
+		return &exitError{code: checkFailed, err: fmt.Errorf("check: %w", err)}
+	}
+	var docs int64
+	problems := 0
+	for _, t := range tenants {
+		rep, err := db.store.CheckTenant(ctx, t.Name, store.CheckOptions{Full: full})
+		if err != nil {
+			return &exitError{code: checkFailed, err: fmt.Errorf("check tenant %s: %w", t.Name, err)}
+		}
+		docs += rep.Documents
+		for _, p := range rep.Problems {
+			fmt.Fprintf(stdout, "tenant %s: %s\n", t.Name, p)
+		}
+		problems += len(rep.Problems)
+	}
+	if problems > 0 {
+		return &exitError{code: checkFoundProblems, err: fmt.Errorf("check: MongoDB at %s: %d problems (listed on standard output)", redact(uri), problems)}
+	}
+	sample := "a sample of each collection"
+	if full {
+		sample = "every document"
+	}
+	fmt.Fprintf(stdout, "ok: MongoDB at %s: %d tenants, %d documents decoded (%s)\n", redact(uri), len(tenants), docs, sample)
+	return nil
 }
 
 // backupSchedule is the server's schedule of backups when --backup-dir is

@@ -337,3 +337,26 @@ func TestServeMakesScheduledBackups(t *testing.T) {
 	wantFail(t, "scheduled backups are of the embedded database", "serve", "--addr", "127.0.0.1:0", "--data-dir", t.TempDir(),
 		"--mongodb-uri", "mongodb://127.0.0.1:1/?serverSelectionTimeoutMS=100", "--backup-dir", backups)
 }
+
+// TestCheckAMongoDBDeployment: check --mongodb-uri reads every tenant
+// through the engine and exits 0 on a clean deployment (FerretDB here,
+// speaking MongoDB's protocol).
+func TestCheckAMongoDBDeployment(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts FerretDB")
+	}
+	uri := startFerretDB(t, t.TempDir())
+	dir := t.TempDir()
+	s := startServer(t, "--addr", "127.0.0.1:0", "--data-dir", dir, "--mongodb-uri", uri)
+	tok := tokenFor(t, dir, "demo")
+	for i := range 3 {
+		createPatient(t, s, "demo.localhost:"+s.port, tok, fmt.Sprintf("Mongo%d", i))
+	}
+	if err := s.stop(); err != nil {
+		t.Fatal(err)
+	}
+	out := mustRun(t, "check", "--full", "--mongodb-uri", uri)
+	if !strings.HasPrefix(out, "ok: MongoDB at ") || !strings.Contains(out, "every document") {
+		t.Fatalf("check of a clean deployment: %q", out)
+	}
+}
