@@ -94,7 +94,9 @@ version the server acknowledged, and the current version must be n.
 During the workload it samples the server's /metrics every --sample-every:
 resident memory, heap in use and goroutines. It reports each at the start,
 after --warmup, at the end and at most, and the growth from the warm-up to
-the end; a server that answers 404 there is not sampled. The exit status is
+the end; a server that answers 404 there is not sampled. It also reports
+the audit trail's backlog (records not yet stored) at the start and at the
+end of the workload, and says when the run ended with work still owed. The exit status is
 1 when a request failed, the check found a problem, or RSS or goroutines
 grew past --max-rss-growth or --max-goroutine-growth. Only loopback URLs are
 accepted unless --allow-remote is given.`
@@ -237,8 +239,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := b.seedPatients(ctx); err != nil {
 		return err
 	}
+	backlog := &backlogReport{}
+	b.measureBacklog(ctx, backlog, true)
 	fmt.Fprintf(stderr, "fhirbench: %d clients for %s (mix %s)\n", o.clients, o.duration, o.mix)
 	rep := b.runWorkload(ctx, b.newSampler(ctx))
+	b.measureBacklog(ctx, backlog, false)
+	rep.AuditBacklog = backlog
+	if backlog.Owed {
+		fmt.Fprintf(stderr, "fhirbench: the run ended with work still owed: %.0f audit records not yet stored\n", *backlog.End)
+	}
 	switch {
 	case ctx.Err() != nil:
 		rep.Interrupted = true

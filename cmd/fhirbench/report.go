@@ -108,6 +108,8 @@ type report struct {
 	Check          *checkReport   `json:"check,omitempty"`
 	// Sampling is the server's memory and goroutines during the workload.
 	Sampling *samplingReport `json:"serverSampling,omitempty"`
+	// AuditBacklog is the audit trail's backlog at the start and the end.
+	AuditBacklog *backlogReport `json:"auditBacklog,omitempty"`
 }
 
 // opReport is one operation kind. Latency covers every request of the
@@ -242,6 +244,9 @@ func (r *report) writeText(w io.Writer) error {
 	}
 	if r.Sampling != nil {
 		r.Sampling.writeText(&b)
+	}
+	if r.AuditBacklog != nil {
+		r.AuditBacklog.writeText(&b)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
