@@ -285,8 +285,9 @@ func entryError(i int, typ string, err error) error {
 			is.Expression = prefix
 		case is.Expression == typ: // the resource itself (dom-3)
 			is.Expression = prefix + ".resource"
-		case strings.HasPrefix(is.Expression, typ+"."):
-			is.Expression = prefix + ".resource." + strings.TrimPrefix(is.Expression, typ+".")
+		case strings.HasPrefix(is.Expression, typ+"."), strings.HasPrefix(is.Expression, "Parameters."): // a PATCH entry's resource is its Parameters
+			_, rest, _ := strings.Cut(is.Expression, ".")
+			is.Expression = prefix + ".resource." + rest
 		case strings.HasPrefix(is.Expression, "request.") || is.Expression == "fullUrl":
 			is.Expression = prefix + "." + is.Expression
 		default:
@@ -348,7 +349,8 @@ func parseEntry(i int, in bundleEntryIn, base string, lenient bool) (*entry, err
 }
 
 // entryBody sets the body of a write entry: the resource, or for PATCH the
-// JSON Patch carried in a Binary.
+// FHIRPath Patch (a Parameters resource) or the JSON Patch carried in a
+// Binary.
 func entryBody(i int, method string, resource json.RawMessage, op *store.Op) error {
 	at := fmt.Sprintf("Bundle.entry[%d].resource", i)
 	switch method {
@@ -366,15 +368,19 @@ func entryBody(i int, method string, resource json.RawMessage, op *store.Op) err
 			ContentType  string `json:"contentType"`
 			Data         string `json:"data"`
 		}
+		if json.Unmarshal(resource, &bin) == nil && bin.ResourceType == "Parameters" { // a FHIRPath Patch
+			op.Body = resource
+			return nil
+		}
 		if json.Unmarshal(resource, &bin) != nil || bin.ResourceType != "Binary" || !strings.HasPrefix(bin.ContentType, jsonPatchType) {
-			return fail(http.StatusBadRequest, "not-supported", fmt.Sprintf("entry %d: PATCH needs a Binary resource with contentType %s", i, jsonPatchType), at)
+			return fail(http.StatusBadRequest, "not-supported", fmt.Sprintf("entry %d: PATCH needs a Parameters resource (FHIRPath Patch) or a Binary resource with contentType %s", i, jsonPatchType), at)
 		}
 		patch, err := base64.StdEncoding.DecodeString(bin.Data)
 		if err != nil {
 			return fail(http.StatusBadRequest, "value", fmt.Sprintf("entry %d: Binary.data is not base64", i), at+".data")
 		}
 		op.Body = patch
-		return nil
+		return checkJSONPatch(patch, at+".data")
 	}
 	return fail(http.StatusBadRequest, "value", fmt.Sprintf("entry %d: unknown request method %q", i, method), fmt.Sprintf("Bundle.entry[%d].request.method", i))
 }

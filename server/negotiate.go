@@ -140,15 +140,50 @@ func (s *Server) readBody(c *gin.Context) ([]byte, error) {
 	return xmlToJSON(body)
 }
 
-// readPatch reads a JSON Patch request body (Content-Type
-// application/json-patch+json).
+// readPatch reads a PATCH body: a JSON Patch (Content-Type
+// application/json-patch+json) or a FHIRPath Patch, a Parameters resource
+// in FHIR JSON or XML (converted to JSON here).
 func (s *Server) readPatch(c *gin.Context) ([]byte, error) {
 	mt, _, err := mime.ParseMediaType(c.GetHeader("Content-Type"))
-	if err != nil || mt != jsonPatchType {
-		msg := fmt.Sprintf("PATCH needs Content-Type %s, not %q", jsonPatchType, c.GetHeader("Content-Type"))
-		return nil, fail(http.StatusUnsupportedMediaType, "not-supported", msg, "")
+	switch {
+	case err == nil && mt == jsonPatchType:
+		body, err := s.readLimited(c)
+		if err != nil {
+			return nil, err
+		}
+		return body, checkJSONPatch(body, "")
+	case err == nil && (jsonFormats[mt] || xmlFormats[mt]):
+		body, err := s.readBody(c)
+		if err != nil {
+			return nil, err
+		}
+		return body, checkPatchResource(body)
 	}
-	return s.readLimited(c)
+	msg := fmt.Sprintf("PATCH needs Content-Type %s, %s or %s, not %q", jsonPatchType, FHIRJSON, FHIRXML, c.GetHeader("Content-Type"))
+	return nil, fail(http.StatusUnsupportedMediaType, "not-supported", msg, "")
+}
+
+// checkJSONPatch refuses a JSON Patch body that is not a JSON array: the
+// store takes a JSON object for a FHIRPath Patch.
+func checkJSONPatch(body []byte, expr string) error {
+	if bytes.HasPrefix(bytes.TrimSpace(body), []byte("[")) {
+		return nil
+	}
+	return fail(http.StatusBadRequest, "structure", "the body is not a JSON Patch document: a JSON Patch is an array of operations", expr)
+}
+
+// checkPatchResource refuses a FHIR resource other than Parameters as a
+// PATCH body (415: FHIR JSON and XML patch only as FHIRPath Patch); a JSON
+// array sent as JSON is a JSON Patch.
+func checkPatchResource(body []byte) error {
+	var r struct {
+		ResourceType string `json:"resourceType"`
+	}
+	if json.Unmarshal(body, &r) != nil || r.ResourceType == "" || r.ResourceType == "Parameters" {
+		return nil // the patch reports what is wrong with it
+	}
+	msg := fmt.Sprintf("a PATCH body in FHIR JSON or XML is a Parameters resource (FHIRPath Patch), not a %s", r.ResourceType)
+	return fail(http.StatusUnsupportedMediaType, "not-supported", msg, "")
 }
 
 // readLimited reads a non-empty body within the size limit (413).

@@ -1,0 +1,94 @@
+package fhirpatch_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"reflect"
+	"regexp"
+	"strings"
+	"testing"
+
+	"fhirstore/fhirschema/fhirpatch"
+	"fhirstore/fhirschema/fhirxml"
+)
+
+// patchCase is one case of the official FHIRPath Patch suite.
+type patchCase struct {
+	Name                string
+	Input, Diff, Output string // XML as written
+	Error               bool
+}
+
+var (
+	caseRE = regexp.MustCompile(`(?s)<case name="([^"]*)"[^>]*>(.*?)</case>`)
+	partRE = map[string]*regexp.Regexp{}
+)
+
+func part(body, tag string) string {
+	re := partRE[tag]
+	if re == nil {
+		re = regexp.MustCompile(`(?s)<` + tag + `>(.*?)</` + tag + `>`)
+		partRE[tag] = re
+	}
+	m := re.FindStringSubmatch(body)
+	if m == nil {
+		return ""
+	}
+	return strings.TrimSpace(m[1])
+}
+
+// suiteCases reads the official cases.
+func suiteCases(t *testing.T) []patchCase {
+	data, err := os.ReadFile("../../testdata/fhirpatch/fhir-patch-tests.xml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []patchCase
+	for _, m := range caseRE.FindAllStringSubmatch(string(data), -1) {
+		out = append(out, patchCase{Name: m[1], Input: part(m[2], "input"), Diff: part(m[2], "diff"), Output: part(m[2], "output"), Error: strings.Contains(m[2], "<error")})
+	}
+	return out
+}
+
+func toJSON(t *testing.T, xml string) []byte {
+	t.Helper()
+	out, err := fhirxml.ToJSON([]byte(xml))
+	if err != nil {
+		t.Fatalf("convert %.80s: %v", xml, err)
+	}
+	return out
+}
+
+func decode(t *testing.T, data []byte) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(data, &m); err != nil {
+		t.Fatalf("decode %s: %v", data, err)
+	}
+	return m
+}
+
+func TestOfficialFHIRPathPatchCases(t *testing.T) {
+	cases := suiteCases(t)
+	if len(cases) != 33 {
+		t.Fatalf("read %d cases, want 33", len(cases))
+	}
+	for _, c := range cases {
+		t.Run(c.Name, func(t *testing.T) {
+			got, err := fhirpatch.Apply(context.Background(), toJSON(t, c.Input), toJSON(t, c.Diff))
+			if c.Error {
+				if err == nil {
+					t.Fatalf("applied, want an error; got %s", got)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := decode(t, toJSON(t, c.Output)); !reflect.DeepEqual(decode(t, got), want) {
+				t.Errorf("got  %s\nwant %s", got, toJSON(t, c.Output))
+			}
+		})
+	}
+}
