@@ -21,6 +21,7 @@ func (s *Server) capabilities(c *gin.Context) {
 	s.exportCapabilities(cs)
 	if tenant, ok := s.capabilityTenant(c); ok {
 		s.addSupportedProfiles(c.Request.Context(), cs, tenant)
+		s.addTopicCapabilities(c.Request.Context(), cs, tenant)
 	}
 	s.viewCapabilities(cs)
 	writeJSON(c, http.StatusOK, cs)

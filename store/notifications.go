@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -114,4 +115,139 @@ func (s *Store) PendingNotifications(ctx context.Context, tenant string) (queued
 	}
 	unmatched, err = db.Collection(outboxCollection).Count(ctx, bson.D{})
 	return queued, unmatched, dbError("count outbox rows", err)
+}
+
+// TopicEvent is one event of a topic-based subscription: the change that
+// triggered it, numbered from 1 per subscription without gaps. The events
+// stay after delivery, for the $events operation.
+type TopicEvent struct {
+	// Key is unique per subscription and version: "<subscription id>|Type/id/vid".
+	Key          string `bson:"_id"`
+	Subscription string `bson:"sub"`
+	Number       int64  `bson:"n"`
+	Type         string `bson:"type"`
+	ID           string `bson:"id"`
+	VID          int    `bson:"vid"`
+	// Method is the interaction of the change: POST, PUT or DELETE.
+	Method string    `bson:"method"`
+	At     time.Time `bson:"at"`
+}
+
+const (
+	topicEventsCollection  = "topicEvents"
+	topicCursorsCollection = "topicCursors"
+)
+
+// RecordTopicEvents stores events (an event whose key is stored already
+// keeps its stored number).
+func (s *Store) RecordTopicEvents(ctx context.Context, tenant string, events []*TopicEvent) error {
+	if len(events) == 0 {
+		return nil
+	}
+	coll := s.tenantDB(tenant).Collection(topicEventsCollection)
+	key := tenant + "/" + topicEventsCollection
+	if _, done := s.indexed.Load(key); !done {
+		if err := coll.CreateIndexes(ctx, []engine.Index{{Name: "sub_n", Keys: bson.D{{Key: "sub", Value: 1}, {Key: "n", Value: 1}}}}); err != nil {
+			return dbError("create topic event indexes of "+tenant, err)
+		}
+		s.indexed.Store(key, true)
+	}
+	docs := make([]any, len(events))
+	for i, ev := range events {
+		docs[i] = ev
+	}
+	if err := coll.InsertMany(ctx, docs); err != nil && !onlyDuplicates(err) {
+		return dbError("record topic events", err)
+	}
+	return nil
+}
+
+// TopicEventsByKey returns the stored events among keys, by key.
+func (s *Store) TopicEventsByKey(ctx context.Context, tenant string, keys []string) (map[string]*TopicEvent, error) {
+	out := map[string]*TopicEvent{}
+	if len(keys) == 0 {
+		return out, nil
+	}
+	cur, err := s.tenantDB(tenant).Collection(topicEventsCollection).Find(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: keys}}}}, nil)
+	if err != nil {
+		return nil, dbError("read topic events", err)
+	}
+	var list []*TopicEvent
+	if err := engine.All(ctx, cur, &list); err != nil {
+		return nil, dbError("read topic events", err)
+	}
+	for _, ev := range list {
+		out[ev.Key] = ev
+	}
+	return out, nil
+}
+
+// TopicEvents returns up to limit events of a subscription numbered from
+// since to until (0: no bound), in number order.
+func (s *Store) TopicEvents(ctx context.Context, tenant, sub string, since, until int64, limit int) ([]*TopicEvent, error) {
+	n := bson.D{{Key: "$gte", Value: since}}
+	if until > 0 {
+		n = append(n, bson.E{Key: "$lte", Value: until})
+	}
+	cur, err := s.tenantDB(tenant).Collection(topicEventsCollection).Find(ctx, bson.D{{Key: "sub", Value: sub}, {Key: "n", Value: n}},
+		&engine.FindOptions{Sort: bson.D{{Key: "n", Value: 1}}, Limit: int64(limit)})
+	if err != nil {
+		return nil, dbError("read topic events", err)
+	}
+	var out []*TopicEvent
+	if err := engine.All(ctx, cur, &out); err != nil {
+		return nil, dbError("read topic events", err)
+	}
+	return out, nil
+}
+
+// LastTopicEvent is the number of a subscription's latest event (0: none).
+func (s *Store) LastTopicEvent(ctx context.Context, tenant, sub string) (int64, error) {
+	var ev TopicEvent
+	err := engine.FindOneInto(ctx, s.tenantDB(tenant).Collection(topicEventsCollection), bson.D{{Key: "sub", Value: sub}},
+		&engine.FindOptions{Sort: bson.D{{Key: "n", Value: -1}}}, &ev)
+	if errors.Is(err, engine.ErrNoDocuments) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, dbError("read the last topic event", err)
+	}
+	return ev.Number, nil
+}
+
+// topicCursor is how far a subscription's events were delivered.
+type topicCursor struct {
+	Sub       string `bson:"_id"`
+	Delivered int64  `bson:"delivered"`
+}
+
+// TopicCursor is the number of the last event of a subscription that was
+// delivered (0: none).
+func (s *Store) TopicCursor(ctx context.Context, tenant, sub string) (int64, error) {
+	var c topicCursor
+	err := engine.FindOneInto(ctx, s.tenantDB(tenant).Collection(topicCursorsCollection), bson.D{{Key: "_id", Value: sub}}, nil, &c)
+	if errors.Is(err, engine.ErrNoDocuments) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, dbError("read topic cursor", err)
+	}
+	return c.Delivered, nil
+}
+
+// SetTopicCursor records that a subscription's events up to delivered
+// went out.
+func (s *Store) SetTopicCursor(ctx context.Context, tenant, sub string, delivered int64) error {
+	_, err := s.tenantDB(tenant).Collection(topicCursorsCollection).ReplaceOne(ctx, bson.D{{Key: "_id", Value: sub}}, topicCursor{Sub: sub, Delivered: delivered}, true)
+	return dbError("record topic cursor", err)
+}
+
+// DropTopicEvents removes a subscription's events and cursor.
+func (s *Store) DropTopicEvents(ctx context.Context, tenant, sub string) error {
+	db := s.tenantDB(tenant)
+	if _, err := db.Collection(topicEventsCollection).DeleteMany(ctx, bson.D{{Key: "sub", Value: sub}}); err != nil {
+		return dbError("drop topic events", err)
+	}
+	_, err := db.Collection(topicCursorsCollection).DeleteMany(ctx, bson.D{{Key: "_id", Value: sub}})
+	return dbError("drop topic cursor", err)
 }

@@ -132,7 +132,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	validate := viewcheck.Validator(subscription.Validator(registry, subCfg.Endpoints, schemacheck.Validator(validator, policy)))
+	validate := viewcheck.Validator(subscription.TopicValidator(registry, subCfg.Endpoints, subCfg.Topics, schemacheck.Validator(validator, policy)))
 	db, err := openDatabase(ctx, cfg.str("mongodb-uri"), dataDir, false, storeOptions{validate: validate, registry: registry, eagerIndexTypes: specTypes, monitor: metrics.CommandMonitor(),
 		recoveryAttempts: int(recoveryAttempts), recoveryBackoff: recoveryAge, memory: mem}, logger)
 	if err != nil {
@@ -180,7 +180,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}, Store: db.store, Registry: registry, Logger: logger, Allows: server.Allows})
 	srvCfg := server.Config{BaseDomain: cfg.str("base-domain"), DefaultTenant: cfg.str("default-tenant"), MaxBodyBytes: maxBody,
 		MaxBundleEntries: int(maxEntries), Version: version, REST: rest, Registry: registry, Metrics: metrics, Audit: withAudit, AuditBacklog: int(auditBacklog),
-		SubscriptionChannels: []string{subscription.RestHook}}
+		SubscriptionChannels: []string{subscription.RestHook, subscription.Websocket}, Topics: subs}
 	if verifier.Local, err = localIssuer(ctx, cfg, db.store); err != nil {
 		return err
 	}
@@ -422,6 +422,10 @@ func subscriptionConfig(cfg *config, registry *search.Registry, logger *zap.Logg
 	if err != nil {
 		return subscription.Config{}, err
 	}
+	topics, err := subscription.NewTopics(registry)
+	if err != nil {
+		return subscription.Config{}, err
+	}
 	return subscription.Config{Registry: registry, Endpoints: allow, Attempts: int(attempts), Timeout: timeout, Backoff: backoff,
-		Logger: logger.Named("subscription")}, nil
+		Logger: logger.Named("subscription"), Topics: topics}, nil
 }

@@ -25,6 +25,7 @@ type worker struct {
 	tenant string
 	id     string
 	wake   chan struct{}
+	topic  bool // sends a topic-based subscription's events
 }
 
 func (w *worker) poke() {
@@ -39,6 +40,10 @@ const queueRead = 50
 
 func (w *worker) run() {
 	defer w.e.wg.Done()
+	if w.topic {
+		w.runTopic()
+		return
+	}
 	ctx := w.e.ctx
 	for {
 		sp := w.e.running(w)

@@ -62,6 +62,14 @@ type Config struct {
 	Logger *zap.Logger
 	// Now is the clock (tests may replace it).
 	Now func() time.Time
+	// Topics are the SubscriptionTopics topic-based subscriptions name
+	// (nil: the built-in ones and those each tenant stores).
+	Topics *Topics
+	// BaseURL is the FHIR base of a tenant, for the references of
+	// notifications (nil: references are relative).
+	BaseURL func(tenant string) string
+	// Sockets tunes the websocket channel (zero fields: defaults).
+	Sockets SocketConfig
 }
 
 // batchSize bounds the outbox rows read at once.
@@ -83,6 +91,10 @@ type Engine struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+
+	topics     *Topics
+	hub        *hub
+	handshakes sync.Map // tenant/id/version of the handshakes under way
 }
 
 // tenant is the engine's state for one tenant.
@@ -102,14 +114,25 @@ type tenant struct {
 	// subscription version it is to activate (under Engine.mu).
 	reloadNow atomic.Bool
 	requested map[string]time.Time
+	// events are the topic-based subscriptions' numbering (their own lock).
+	events *numbering
 }
 
 // Start loads every tenant's subscriptions, attaches the engine to the
 // store's outbox and starts matching and delivering until Close.
 func Start(ctx context.Context, cfg Config) (*Engine, error) {
 	cfg = withDefaults(cfg)
-	e := &Engine{cfg: cfg, st: cfg.Store, check: &checker{reg: cfg.Registry, allow: cfg.Endpoints}, log: cfg.Logger,
-		owner: uuid.NewString(), stats: newStats(), tenants: map[string]*tenant{}}
+	if cfg.Topics == nil {
+		topics, err := NewTopics(cfg.Registry)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Topics = topics
+	}
+	cfg.Topics.attach(cfg.Store)
+	e := &Engine{cfg: cfg, st: cfg.Store, check: &checker{reg: cfg.Registry, allow: cfg.Endpoints, topics: cfg.Topics}, log: cfg.Logger,
+		owner: uuid.NewString(), stats: newStats(), tenants: map[string]*tenant{}, topics: cfg.Topics}
+	e.hub = newHub(e, cfg.Sockets)
 	e.client = newClient(cfg)
 	e.ctx, e.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	tenants, err := e.st.ListTenants(ctx)
@@ -179,6 +202,7 @@ func newClient(cfg Config) *http.Client {
 func (e *Engine) Close() {
 	e.st.SetOutbox(nil)
 	e.cancel()
+	e.hub.close()
 	e.wg.Wait()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -197,7 +221,7 @@ func (e *Engine) Close() {
 // (so that the engine hears of them durably) and the changes of typ that
 // the tenant's deliverable subscriptions may match.
 func (e *Engine) Interest(tenantName, typ string) ([]*search.Query, bool) {
-	if typ == "Subscription" {
+	if typ == "Subscription" || typ == "Basic" { // Basic: topics
 		return nil, true
 	}
 	e.mu.RLock()
@@ -209,8 +233,20 @@ func (e *Engine) Interest(tenantName, typ string) ([]*search.Query, bool) {
 	now := e.cfg.Now()
 	var queries []*search.Query
 	for _, s := range t.subs {
-		if s.typ == typ && (s.deliverable(now) || s.status == StatusRequested) {
-			queries = append(queries, s.query) // a requested one is about to be active
+		if !s.deliverable(now) && s.status != StatusRequested { // a requested one is about to be active
+			continue
+		}
+		if s.typ == typ {
+			queries = append(queries, s.query)
+		}
+		if s.topic != nil {
+			q, wanted := s.topic.interestIn(typ)
+			if wanted && q == nil {
+				return nil, true
+			}
+			if wanted {
+				queries = append(queries, q)
+			}
 		}
 	}
 	return queries, false
@@ -238,7 +274,8 @@ func (e *Engine) tenant(name string) *tenant {
 	if t = e.tenants[name]; t != nil {
 		return t
 	}
-	t = &tenant{name: name, wake: make(chan struct{}, 1), subs: map[string]*spec{}, workers: map[string]*worker{}, requested: map[string]time.Time{}}
+	t = &tenant{name: name, wake: make(chan struct{}, 1), subs: map[string]*spec{}, workers: map[string]*worker{}, requested: map[string]time.Time{},
+		events: &numbering{last: map[string]int64{}}}
 	e.tenants[name] = t
 	if e.ctx.Err() == nil {
 		e.wg.Add(1)
@@ -384,10 +421,10 @@ func (e *Engine) observe(ctx context.Context, tenantName string, r *store.Resour
 // are activated, deliverable ones get a worker. An error means the status
 // could not be written yet; the caller tries again later.
 func (e *Engine) update(ctx context.Context, tenantName string, r *store.Resource) error {
-	sp, issues := e.check.parse(r.JSON)
+	sp, issues := e.check.parse(ctx, tenantName, r.JSON)
 	dispatcher := e.tenant(tenantName).held.Load() // only it writes statuses
 	if sp == nil || sp.status == StatusRequested {
-		if sp != nil && sp.query != nil && len(issues) == 0 {
+		if sp != nil && sp.matchable() && len(issues) == 0 {
 			sp.id, sp.version = r.ID, r.VersionID
 			e.put(tenantName, sp) // its changes are recorded from now on
 		}
@@ -400,7 +437,7 @@ func (e *Engine) update(ctx context.Context, tenantName string, r *store.Resourc
 	if sp.status == StatusActive && len(issues) > 0 && dispatcher { // e.g. the allow-list changed since
 		return e.setError(ctx, tenantName, sp, issues[0].Diagnostics)
 	}
-	if sp.status == StatusOff || sp.query == nil {
+	if sp.status == StatusOff || !sp.matchable() {
 		e.remove(ctx, tenantName, r.ID)
 		return nil
 	}
@@ -420,7 +457,7 @@ func (e *Engine) put(tenantName string, sp *spec) {
 	t.subs[sp.id] = sp
 	w := t.workers[sp.id]
 	if sp.status == StatusActive && !sp.ended(e.cfg.Now()) && w == nil && e.ctx.Err() == nil {
-		w = &worker{e: e, tenant: tenantName, id: sp.id, wake: make(chan struct{}, 1)}
+		w = &worker{e: e, tenant: tenantName, id: sp.id, wake: make(chan struct{}, 1), topic: sp.topic != nil}
 		t.workers[sp.id] = w
 		e.wg.Add(1)
 		go w.run()
@@ -444,6 +481,7 @@ func (e *Engine) remove(ctx context.Context, tenantName, id string) {
 	if err := e.st.DropNotifications(ctx, tenantName, id); err != nil {
 		e.log.Warn("drop notifications", zap.String("tenant", tenantName), zap.String("subscription", id), zap.Error(err))
 	}
+	e.forgetTopicSub(ctx, t, id)
 }
 
 // deliverable lists the tenant's subscriptions that queue changes of typ.

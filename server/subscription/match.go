@@ -53,6 +53,7 @@ func (e *Engine) matchBatch(ctx context.Context, t *tenant) (int, error) {
 	byType := map[string][]*store.Change{}
 	var types []string
 	keys := make([]string, 0, len(changes))
+	topicsChanged := false
 	for _, c := range changes {
 		keys = append(keys, c.Key)
 		typ := c.Resource.Type
@@ -61,13 +62,26 @@ func (e *Engine) matchBatch(ctx context.Context, t *tenant) (int, error) {
 				return 0, err
 			}
 		}
+		topicsChanged = topicsChanged || isTopicChange(c)
 		if byType[typ] == nil {
 			types = append(types, typ)
 		}
 		byType[typ] = append(byType[typ], c)
 	}
+	if topicsChanged { // subscriptions to a topic retired or changed are checked again
+		if err := e.load(ctx, t.name); err != nil {
+			return 0, err
+		}
+	}
+	events, err := e.matchTopics(ctx, t, changes)
+	if err != nil {
+		return 0, err
+	}
 	var notes []*store.Notification
 	woken := map[string]bool{}
+	for _, ev := range events {
+		woken[ev.Subscription] = true
+	}
 	for _, typ := range types {
 		subs := e.deliverable(t, typ)
 		if len(subs) == 0 {

@@ -20,7 +20,7 @@ import (
 // error (with the reason) otherwise.
 func (e *Engine) activate(ctx context.Context, tenantName string, r *store.Resource, sp *spec, issues []store.Issue) error {
 	status, reason := StatusActive, ""
-	if sp == nil || sp.query == nil || len(issues) > 0 {
+	if sp == nil || !sp.matchable() || len(issues) > 0 {
 		status, reason = StatusError, "the subscription cannot be read"
 		if len(issues) > 0 {
 			reason = issues[0].Diagnostics
@@ -28,6 +28,10 @@ func (e *Engine) activate(ctx context.Context, tenantName string, r *store.Resou
 	} else {
 		if wait := e.announce(tenantName, r); wait > 0 {
 			return nil // activated once every server records its changes
+		}
+		if sp.topic != nil && sp.topic.channel == RestHook {
+			e.handshake(tenantName, r, sp) // activated (or not) when the endpoint answered
+			return nil
 		}
 		// Known as active before a client can read it so: writes that
 		// follow the client's read of the active status are announced.

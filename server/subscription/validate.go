@@ -56,7 +56,12 @@ type spec struct {
 	payload  string
 	headers  http.Header
 	end      time.Time // zero: no end
+	topic    *topicSub // nil: a criteria-based subscription
 }
+
+// matchable tells whether the engine can match changes for the
+// subscription: it has a search, or a topic.
+func (s *spec) matchable() bool { return s.query != nil || s.topic != nil }
 
 // deliverable tells whether changes are queued for the subscription:
 // active ones send them, those in error keep them until resumed.
@@ -68,8 +73,9 @@ func (s *spec) ended(now time.Time) bool { return !s.end.IsZero() && !now.Before
 
 // checker validates Subscriptions.
 type checker struct {
-	reg   *search.Registry
-	allow *AllowList
+	reg    *search.Registry
+	allow  *AllowList
+	topics *Topics // nil: topics are looked up when the engine activates
 }
 
 // issue is one problem of a Subscription at a FHIRPath location.
@@ -79,10 +85,13 @@ func issue(expr, format string, args ...any) store.Issue {
 
 // parse reads a Subscription's JSON and checks it when its status asks
 // for delivery (requested or active); issues say what is wrong.
-func (c *checker) parse(body []byte) (*spec, []store.Issue) {
+func (c *checker) parse(ctx context.Context, tenant string, body []byte) (*spec, []store.Issue) {
 	var d document
 	if err := json.Unmarshal(body, &d); err != nil {
 		return nil, []store.Issue{issue("", "not a Subscription: %v", err)}
+	}
+	if isTopicCriteria(d.Criteria) {
+		return c.parseTopicSub(ctx, tenant, body, &d)
 	}
 	sp := &spec{id: d.ID, status: d.Status, endpoint: d.Channel.Endpoint, headers: http.Header{}}
 	var issues []store.Issue
@@ -183,7 +192,15 @@ func parseInstant(s string) (time.Time, error) {
 // delivery (criteria, channel type, endpoint against allow, payload,
 // headers) on top of next, which checks every resource.
 func Validator(reg *search.Registry, allow *AllowList, next store.Validator) store.Validator {
-	c := &checker{reg: reg, allow: allow}
+	return TopicValidator(reg, allow, nil, next)
+}
+
+// TopicValidator is Validator that also checks SubscriptionTopics stored
+// as Basic resources and looks up in topics the topic each topic-based
+// Subscription names (nil topics: built-in and stored topics are looked
+// up when the subscription is activated instead).
+func TopicValidator(reg *search.Registry, allow *AllowList, topics *Topics, next store.Validator) store.Validator {
+	c := &checker{reg: reg, allow: allow, topics: topics}
 	return func(ctx context.Context, in store.Validation) ([]store.Issue, error) {
 		var warnings []store.Issue
 		if next != nil {
@@ -192,11 +209,14 @@ func Validator(reg *search.Registry, allow *AllowList, next store.Validator) sto
 				return nil, err
 			}
 		}
+		if in.Type == "Basic" {
+			return warnings, c.checkTopic(ctx, in)
+		}
 		if in.Type != "Subscription" {
 			return warnings, nil
 		}
-		if _, issues := c.parse(in.Body); len(issues) > 0 {
-			return nil, &store.InvalidError{Syntax: true, Issues: issues}
+		if sp, issues := c.parse(ctx, in.Tenant, in.Body); len(issues) > 0 {
+			return nil, &store.InvalidError{Syntax: sp == nil || sp.topic == nil, Issues: issues}
 		}
 		return warnings, nil
 	}

@@ -1,0 +1,376 @@
+package subscription
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"sync"
+
+	"go.uber.org/zap"
+
+	"fhirstore/fhirschema/fhirpath"
+	"fhirstore/search"
+	"fhirstore/store"
+)
+
+// numbering holds the number of the last event of each topic-based
+// subscription of a tenant, read from the event log the first time.
+type numbering struct {
+	mu   sync.Mutex
+	last map[string]int64
+}
+
+// lastEvent is the number of a subscription's last recorded event.
+func (e *Engine) lastEvent(ctx context.Context, t *tenant, id string) (int64, error) {
+	t.events.mu.Lock()
+	n, ok := t.events.last[id]
+	t.events.mu.Unlock()
+	if ok {
+		return n, nil
+	}
+	n, err := e.st.LastTopicEvent(ctx, t.name, id)
+	if err != nil {
+		return 0, err
+	}
+	t.events.mu.Lock()
+	defer t.events.mu.Unlock()
+	if cur, ok := t.events.last[id]; ok {
+		return cur, nil
+	}
+	t.events.last[id] = n
+	return n, nil
+}
+
+// forgetTopicSub drops a removed subscription's numbering and event log.
+func (e *Engine) forgetTopicSub(ctx context.Context, t *tenant, id string) {
+	t.events.mu.Lock()
+	delete(t.events.last, id)
+	t.events.mu.Unlock()
+	if err := e.st.DropTopicEvents(ctx, t.name, id); err != nil {
+		e.log.Warn("drop topic events", zap.String("tenant", t.name), zap.String("subscription", id), zap.Error(err))
+	}
+	e.hub.unbindAll(t.name, id)
+}
+
+// isTopicChange tells whether a change is to a SubscriptionTopic.
+func isTopicChange(c *store.Change) bool {
+	if c.Resource.Type != "Basic" {
+		return false
+	}
+	if c.Resource.Deleted {
+		return c.Previous == nil || IsTopic(c.Previous.JSON)
+	}
+	return IsTopic(c.Resource.JSON)
+}
+
+// topicSubs lists the tenant's deliverable topic-based subscriptions
+// whose topic is known, in id order.
+func (e *Engine) topicSubs(t *tenant) []*spec {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	now := e.cfg.Now()
+	var out []*spec
+	for _, s := range t.subs {
+		if s.topic != nil && s.topic.topic != nil && s.deliverable(now) {
+			out = append(out, s)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].id < out[j].id })
+	return out
+}
+
+// matchTopics records the events the changes raise for the tenant's
+// topic-based subscriptions, numbered per subscription in change order: a
+// change matched again after a crash keeps the number it was given.
+func (e *Engine) matchTopics(ctx context.Context, t *tenant, changes []*store.Change) ([]*store.TopicEvent, error) {
+	subs := e.topicSubs(t)
+	if len(subs) == 0 {
+		return nil, nil
+	}
+	byType := map[string][]*store.Change{}
+	for _, c := range changes {
+		byType[c.Resource.Type] = append(byType[c.Resource.Type], c)
+	}
+	byTopic := map[*Topic][]*spec{}
+	for _, sp := range subs {
+		byTopic[sp.topic.topic] = append(byTopic[sp.topic.topic], sp)
+	}
+	hits := map[string]map[string]bool{} // subscription id -> change keys
+	for topic, tsubs := range byTopic {
+		for typ, cs := range byType {
+			tr := topic.trigger(typ)
+			if tr == nil {
+				continue
+			}
+			passed, err := e.evalTrigger(ctx, t.name, tr, cs)
+			if err != nil {
+				return nil, err
+			}
+			if err := e.filterTopic(ctx, t.name, typ, tsubs, passed, hits); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if len(hits) == 0 {
+		return nil, nil
+	}
+	return e.numberEvents(ctx, t, subs, changes, hits)
+}
+
+// filterTopic adds to hits the changes that pass each subscription's
+// filters on typ.
+func (e *Engine) filterTopic(ctx context.Context, tenantName, typ string, subs []*spec, passed []*store.Change, hits map[string]map[string]bool) error {
+	if len(passed) == 0 {
+		return nil
+	}
+	var queries []*search.Query
+	var filtered []*spec
+	for _, sp := range subs {
+		if q := sp.topic.filterQ[typ]; q != nil {
+			queries, filtered = append(queries, q), append(filtered, sp)
+			continue
+		}
+		for _, c := range passed {
+			hit(hits, sp.id, c.Key)
+		}
+	}
+	if len(queries) == 0 {
+		return nil
+	}
+	matched, err := e.st.MatchChanges(ctx, tenantName, typ, queries, passed)
+	if err != nil {
+		return fmt.Errorf("match topic filters: %w", err)
+	}
+	for i, sp := range filtered {
+		for key := range matched[i] {
+			hit(hits, sp.id, key)
+		}
+	}
+	return nil
+}
+
+func hit(hits map[string]map[string]bool, sub, key string) {
+	if hits[sub] == nil {
+		hits[sub] = map[string]bool{}
+	}
+	hits[sub][key] = true
+}
+
+// numberEvents numbers and records the hits, in change order.
+func (e *Engine) numberEvents(ctx context.Context, t *tenant, subs []*spec, changes []*store.Change, hits map[string]map[string]bool) ([]*store.TopicEvent, error) {
+	var keys []string
+	for _, c := range changes {
+		for _, sp := range subs {
+			if hits[sp.id][c.Key] {
+				keys = append(keys, store.NotificationKey(sp.id, c.Key))
+			}
+		}
+	}
+	known, err := e.st.TopicEventsByKey(ctx, t.name, keys)
+	if err != nil {
+		return nil, err
+	}
+	next := map[string]int64{}
+	var events []*store.TopicEvent
+	for _, c := range changes {
+		for _, sp := range subs {
+			key := store.NotificationKey(sp.id, c.Key)
+			if !hits[sp.id][c.Key] || known[key] != nil {
+				continue
+			}
+			if _, ok := next[sp.id]; !ok {
+				if next[sp.id], err = e.lastEvent(ctx, t, sp.id); err != nil {
+					return nil, err
+				}
+			}
+			next[sp.id]++
+			r := c.Resource
+			events = append(events, &store.TopicEvent{Key: key, Subscription: sp.id, Number: next[sp.id], Type: r.Type, ID: r.ID, VID: r.VersionID, Method: r.Method, At: r.LastUpdated})
+		}
+	}
+	if err := e.st.RecordTopicEvents(ctx, t.name, events); err != nil {
+		return nil, err
+	}
+	t.events.mu.Lock()
+	for id, n := range next {
+		t.events.last[id] = n
+	}
+	t.events.mu.Unlock()
+	e.stats.queued(t.name, len(events))
+	return events, nil
+}
+
+// interaction names the kind of change: create, update or delete.
+func interaction(r *store.Resource) string {
+	switch {
+	case r.Deleted:
+		return "delete"
+	case r.VersionID == 1 || r.Method == "POST":
+		return "create"
+	}
+	return "update"
+}
+
+// evalTrigger returns the changes (all of the trigger's type) that raise
+// an event by its interactions, query criteria and FHIRPath criteria.
+func (e *Engine) evalTrigger(ctx context.Context, tenantName string, tr *Trigger, cs []*store.Change) ([]*store.Change, error) {
+	var cand []*store.Change
+	for _, c := range cs {
+		if len(tr.Interactions) == 0 || tr.Interactions[interaction(c.Resource)] {
+			cand = append(cand, c)
+		}
+	}
+	if len(cand) == 0 {
+		return nil, nil
+	}
+	prev, err := e.previousVersions(ctx, tenantName, tr, cand)
+	if err != nil {
+		return nil, err
+	}
+	cur, err := e.testCriteria(ctx, tenantName, tr.Resource, tr.Current, cand, nil)
+	if err != nil {
+		return nil, err
+	}
+	was, err := e.testCriteria(ctx, tenantName, tr.Resource, tr.Previous, cand, prev)
+	if err != nil {
+		return nil, err
+	}
+	var out []*store.Change
+	for _, c := range cand {
+		if tr.passes(c, cur, was) && tr.passesFHIRPath(ctx, c, prev[c.Key]) {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+// passes combines the query criteria's results for c (absent criteria
+// take no part; with both, requireBoth asks for both, else either).
+func (tr *Trigger) passes(c *store.Change, cur, was map[string]bool) bool {
+	kind := interaction(c.Resource)
+	curOK := cur[c.Key]
+	if kind == "delete" {
+		curOK = tr.ResultForDelete == "test-passes"
+	}
+	wasOK := was[c.Key]
+	if kind == "create" {
+		wasOK = tr.ResultForCreate == "test-passes"
+	}
+	switch {
+	case tr.Current == nil && tr.Previous == nil:
+		return true
+	case tr.Previous == nil:
+		return curOK
+	case tr.Current == nil:
+		return wasOK
+	case tr.RequireBoth:
+		return curOK && wasOK
+	}
+	return curOK || wasOK
+}
+
+// previousVersions reads the version each update replaced, when the
+// trigger's criteria look at it; a deletion's is on the change already.
+func (e *Engine) previousVersions(ctx context.Context, tenantName string, tr *Trigger, cs []*store.Change) (map[string]*store.Resource, error) {
+	out := map[string]*store.Resource{}
+	if tr.Previous == nil && tr.FHIRPath == nil {
+		return out, nil
+	}
+	for _, c := range cs {
+		r := c.Resource
+		switch {
+		case r.Deleted:
+			if c.Previous != nil {
+				out[c.Key] = c.Previous
+			}
+		case r.VersionID > 1:
+			p, err := e.st.VRead(ctx, tenantName, r.Type, r.ID, strconv.Itoa(r.VersionID-1))
+			if errors.Is(err, store.ErrGone) || errors.Is(err, store.ErrNotFound) {
+				continue // recreated after a deletion: nothing before it
+			}
+			if err != nil {
+				return nil, fmt.Errorf("read the version before %s: %w", c.Key, err)
+			}
+			if !p.Deleted {
+				out[c.Key] = p
+			}
+		}
+	}
+	return out, nil
+}
+
+// testCriteria runs a criteria search on the changes (prev nil) or on the
+// versions before them (prev set); it returns the keys of the changes
+// whose version matches.
+func (e *Engine) testCriteria(ctx context.Context, tenantName, typ string, criteria map[string][]string, cs []*store.Change, prev map[string]*store.Resource) (map[string]bool, error) {
+	out := map[string]bool{}
+	if criteria == nil {
+		return out, nil
+	}
+	q, err := e.cfg.Registry.Parse(typ, criteria, search.ParseOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("topic criteria on %s: %w", typ, err)
+	}
+	var probe []*store.Change
+	for _, c := range cs {
+		switch {
+		case prev == nil && !c.Resource.Deleted:
+			probe = append(probe, c)
+		case prev != nil && prev[c.Key] != nil:
+			probe = append(probe, &store.Change{Key: c.Key, Resource: prev[c.Key]})
+		}
+	}
+	if len(probe) == 0 {
+		return out, nil
+	}
+	matched, err := e.st.MatchChanges(ctx, tenantName, typ, []*search.Query{q}, probe)
+	if err != nil {
+		return nil, fmt.Errorf("match topic criteria: %w", err)
+	}
+	return matched[0], nil
+}
+
+// passesFHIRPath evaluates the trigger's FHIRPath criteria with %current
+// and %previous (empty for a creation and a deletion respectively).
+func (tr *Trigger) passesFHIRPath(ctx context.Context, c *store.Change, prev *store.Resource) bool {
+	if tr.FHIRPath == nil {
+		return true
+	}
+	env := &fhirpath.Env{Vars: map[string][]fhirpath.Node{"current": nil, "previous": nil}}
+	var focus []fhirpath.Node
+	if !c.Resource.Deleted {
+		if m := decodeResource(c.Resource.JSON); m != nil {
+			env.Resource = m
+			focus = []fhirpath.Node{fhirpath.ResourceNode(m)}
+			env.Vars["current"] = focus
+		}
+	}
+	if prev != nil {
+		if m := decodeResource(prev.JSON); m != nil {
+			env.Vars["previous"] = []fhirpath.Node{fhirpath.ResourceNode(m)}
+			if env.Resource == nil {
+				env.Resource = m
+			}
+		}
+	}
+	out, err := tr.FHIRPath.Eval(ctx, env, focus)
+	if err != nil || len(out) != 1 {
+		return false
+	}
+	b, ok := out[0].Value.(bool)
+	return ok && b
+}
+
+func decodeResource(body []byte) map[string]any {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var m map[string]any
+	if dec.Decode(&m) != nil {
+		return nil
+	}
+	return m
+}
