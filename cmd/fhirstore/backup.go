@@ -64,8 +64,11 @@ func backupCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	defer func() { _ = logger.Sync() }()
 	start := time.Now()
 	m, err := backup.Create(ctx, dataDir, *out, backup.Options{Layout: backupLayout, Tenant: *tenant, Logger: logger})
-	if err != nil {
+	if errors.Is(err, backup.ErrExists) {
 		return err
+	}
+	if err != nil {
+		return fmt.Errorf("%w; no backup was written at %s (is the disk full?)", err, *out)
 	}
 	var size int64
 	for _, f := range m.Files {

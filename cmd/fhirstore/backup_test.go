@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -358,5 +359,110 @@ func TestCheckAMongoDBDeployment(t *testing.T) {
 	out := mustRun(t, "check", "--full", "--mongodb-uri", uri)
 	if !strings.HasPrefix(out, "ok: MongoDB at ") || !strings.Contains(out, "every document") {
 		t.Fatalf("check of a clean deployment: %q", out)
+	}
+}
+
+// mainProcess is `fhirstore args...` as a process of its own (the test
+// binary running main), run through bash so that shell limits apply.
+func mainProcess(t *testing.T, shell string, args ...string) *exec.Cmd {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := json.Marshal(args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("bash", "-c", shell+`; exec "$0"`, exe)
+	cmd.Env = append(withoutFHIRStoreEnv(), asMainEnv+"="+string(raw))
+	return cmd
+}
+
+// bigDataDir is a stopped data dir whose tenant database holds size bytes
+// besides its resources, so that a backup of it takes a while.
+func bigDataDir(t *testing.T, size int) string {
+	t.Helper()
+	dir := t.TempDir()
+	s := startServer(t, "--addr", "127.0.0.1:0", "--data-dir", dir)
+	createPatient(t, s, "demo.localhost:"+s.port, tokenFor(t, dir, "demo"), "Big")
+	if err := s.stop(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", filepath.Join(dir, "sqlite", "fhirstore_demo.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`CREATE TABLE filler (b BLOB)`); err != nil {
+		t.Fatal(err)
+	}
+	for range size >> 20 {
+		if _, err := db.Exec(`INSERT INTO filler VALUES (randomblob(1048576))`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// TestBackupKilledLeavesNoBackup: a backup process killed with SIGKILL in
+// the middle leaves no directory at --out (only a hidden .partial one
+// beside it), which check and restore refuse; the next backup succeeds.
+func TestBackupKilledLeavesNoBackup(t *testing.T) {
+	dir := bigDataDir(t, 48<<20)
+	parent := t.TempDir()
+	out := filepath.Join(parent, "backup")
+	cmd := mainProcess(t, "true", "backup", "--data-dir", dir, "--out", out)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	partial := ""
+	for deadline := time.Now().Add(30 * time.Second); partial == "" && time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		entries, _ := os.ReadDir(parent)
+		for _, e := range entries {
+			if strings.HasPrefix(e.Name(), ".backup.partial-") {
+				partial = e.Name()
+			}
+		}
+	}
+	time.Sleep(20 * time.Millisecond)
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	if partial == "" {
+		t.Fatal("the backup wrote no .partial directory before it was killed")
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Skip("the backup finished before it was killed; nothing to check")
+	}
+	if _, _, err := runCmd(t, "check", "--data-dir", out); exitCode(err) != checkFailed {
+		t.Fatalf("check of the killed backup's --out: %v, want exit 2 (nothing there)", err)
+	}
+	if _, _, err := runCmd(t, "restore", "--from", filepath.Join(parent, partial), "--data-dir", filepath.Join(t.TempDir(), "r")); err == nil {
+		t.Fatal("restore of the killed backup's .partial directory succeeded")
+	}
+	mustRun(t, "backup", "--data-dir", dir, "--out", out)
+}
+
+// TestBackupOnAFullDiskFailsCleanly: a backup that cannot write its files
+// (a file size limit stands for a full disk) exits non-zero with the
+// cause, and leaves nothing behind.
+func TestBackupOnAFullDiskFailsCleanly(t *testing.T) {
+	dir := bigDataDir(t, 2<<20)
+	parent := t.TempDir()
+	out := filepath.Join(parent, "backup")
+	cmd := mainProcess(t, "ulimit -f 512", "backup", "--data-dir", dir, "--out", out)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	if err == nil {
+		t.Fatal("a backup larger than the disk allows succeeded")
+	}
+	if !strings.Contains(stderr.String(), "fhirstore_demo") || !strings.Contains(stderr.String(), "no backup was written") {
+		t.Fatalf("the failed backup said %q; want the database and that no backup was written", stderr.String())
+	}
+	if entries, _ := os.ReadDir(parent); len(entries) != 0 {
+		t.Fatalf("the failed backup left %v", entries)
 	}
 }
