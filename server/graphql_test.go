@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -460,4 +461,74 @@ func TestGraphQLBadInput(t *testing.T) {
 			t.Fatalf("Patient/p1 changed: %d %s", r.Status, r.Body)
 		}
 	})
+}
+
+// BenchmarkGraphQLPatientScreen times one GraphQL query for a patient's
+// screen (the patient, their conditions, their medications and their
+// latest 10 vital signs) against the same four reads and searches made one
+// after another over REST, in the same run, on Synthea-shaped data. Sizes
+// come from FHIRSTORE_BENCH_SIZES (default 3000):
+//
+//	FHIRSTORE_BENCH_SIZES=3000,10000,100000 go test ./server -run '^$' -bench GraphQLPatientScreen -benchtime 1x -timeout 60m
+//
+// Figures: docs/performance.md, section "GraphQL".
+func BenchmarkGraphQLPatientScreen(b *testing.B) {
+	for _, n := range benchSizes(b) {
+		b.Run(fmt.Sprintf("resources=%d", n), func(b *testing.B) { patientScreen(b, n) })
+	}
+}
+
+// patientScreenQuery is the screen's GraphQL query for the patient PATIENT.
+const patientScreenQuery = `{ Patient(id: "PATIENT") {
+  id name { given family } birthDate gender
+  ConditionList(_reference: patient, _count: 100) { id clinicalStatus { coding { code } } code { text coding { system code } } onsetDateTime }
+  MedicationRequestList(_reference: patient, _count: 100) { id status medicationCodeableConcept { text } authoredOn }
+  ObservationList(_reference: patient, category: "vital-signs", _sort: "-date", _count: 10) { id code { text } valueQuantity { value unit } effectiveDateTime }
+} }`
+
+// patientScreen loads n resources and times the screen both ways.
+func patientScreen(b *testing.B, n int) {
+	e := newEnv(b)
+	b.Logf("%d resources loaded", loadSynthea(b, e, n))
+	ref := newestSubjectOf(b, e, "/Observation?code=http://loinc.org|8867-4&_sort=-_lastUpdated&_count=1")
+	id := strings.TrimPrefix(ref, "Patient/")
+	query := mustJSON(map[string]any{"query": strings.ReplaceAll(patientScreenQuery, "PATIENT", id)})
+	rest := []string{
+		"/Patient/" + id,
+		"/Condition?patient=" + id + "&_count=100",
+		"/MedicationRequest?patient=" + id + "&_count=100",
+		"/Observation?patient=" + id + "&category=vital-signs&_sort=-date&_count=10",
+	}
+	graph := func() {
+		r := e.do(request{Method: http.MethodPost, Path: "/$graphql", Body: query, Header: map[string]string{"Content-Type": "application/json"}})
+		if r.Status != http.StatusOK {
+			b.Fatalf("$graphql: %d %.300s", r.Status, r.Body)
+		}
+	}
+	restT, graphT := interleavedMedians(31, func() {
+		for _, p := range rest {
+			checkOK(b, e, p)
+		}
+	}, graph)
+	b.ReportMetric(ms(graphT), "graphql-ms")
+	b.ReportMetric(ms(restT), "rest-ms")
+	b.ReportMetric(float64(graphT)/float64(restT), "ratio")
+	b.Logf("graphql %.2f ms   4 REST requests %.2f ms   ratio %.2f", ms(graphT), ms(restT), float64(graphT)/float64(restT))
+}
+
+// interleavedMedians times f and g n times each, alternating, so that the
+// load of a shared machine weighs on both alike; it returns their medians.
+func interleavedMedians(n int, f, g func()) (time.Duration, time.Duration) {
+	fs, gs := make([]time.Duration, n), make([]time.Duration, n)
+	for i := range n {
+		start := time.Now()
+		f()
+		fs[i] = time.Since(start)
+		start = time.Now()
+		g()
+		gs[i] = time.Since(start)
+	}
+	slices.Sort(fs)
+	slices.Sort(gs)
+	return fs[n/2], gs[n/2]
 }
