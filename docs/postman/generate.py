@@ -226,6 +226,15 @@ fhir.append(req("F12 practitioner search", "GET", "/fhir/r4/Practitioner?identif
     "const b = pm.response.json();",
     "pm.test('finds the clinician', function () { pm.expect(b.total).to.eql(1); pm.expect(b.entry[0].resource.id).to.eql(pm.collectionVariables.get('practitionerId')); });"]))
 
+fhir.append(req("GraphQL patient with episodes", "POST", "/fhir/r4/$graphql",
+    "FHIR GraphQL: the patient and, through a reverse reference, their episodes of care, in one request (docs/guide/graphql.md).",
+    status(200) + [
+    "const d = pm.response.json().data;",
+    "pm.test('answers the patient', function () { pm.expect(d.Patient.id).to.eql(pm.collectionVariables.get('patientId')); pm.expect(d.Patient.name[0].family).to.eql('Postman' + pm.collectionVariables.get('runId')); });",
+    "pm.test('with their episodes', function () { pm.expect(d.Patient.EpisodeOfCareList.map(e => e.id)).to.include(pm.collectionVariables.get('episodeOfCareId')); });"],
+    body=json.dumps({"query": "{ Patient(id: \"{{patientId}}\") { id name { family given } EpisodeOfCareList(_reference: patient) { id status } } }"}, indent=2),
+    ctype="application/json"))
+
 rest = []
 REST_JSON = ["pm.test('answers JSON', function () { pm.expect(pm.response.headers.get('Content-Type')).to.include('application/json'); });"]
 rest.append(req("R3 get patient", "GET", "/api/v1/patients/{{patientId}}",
