@@ -60,11 +60,19 @@ func toJSON(t *testing.T, xml string) []byte {
 	return out
 }
 
+// decode decodes a resource; its narrative is kept as XHTML reads: the
+// line breaks of an XML document are LF once parsed, &quot; in text is a
+// quote (the converter keeps the narrative's markup as written).
 func decode(t *testing.T, data []byte) map[string]any {
 	t.Helper()
 	var m map[string]any
 	if err := json.Unmarshal(data, &m); err != nil {
 		t.Fatalf("decode %s: %v", data, err)
+	}
+	if text, ok := m["text"].(map[string]any); ok {
+		if div, ok := text["div"].(string); ok {
+			text["div"] = strings.NewReplacer("\r\n", "\n", "&quot;", `"`).Replace(div)
+		}
 	}
 	return m
 }

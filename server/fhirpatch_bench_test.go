@@ -1,0 +1,47 @@
+package server_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// fpBenchDates alternate so that every write changes the resource.
+var fpBenchDates = [2]string{"1974-12-25", "1975-01-01"}
+
+// BenchmarkFHIRPathPatch replaces the birthDate of a Patient with a
+// FHIRPath Patch in FHIR JSON; BenchmarkFHIRPathPatchPUT makes the same
+// change with the PUT of the whole resource that it replaces.
+func BenchmarkFHIRPathPatch(b *testing.B) {
+	e := newEnv(b)
+	id := seedPatients(b, e, 1)
+	var bodies [2]string
+	for i, d := range fpBenchDates {
+		bodies[i] = fpParams(fpOp(fpType("replace"), fpPath("Patient.birthDate"), fpValue("Date", `"`+d+`"`)))
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if r := e.fpPatch("/Patient/"+id, bodies[i%2], nil); r.Status != http.StatusOK {
+			b.Fatalf("patch: %d %s", r.Status, r.Body)
+		}
+	}
+}
+
+// BenchmarkFHIRPathPatchPUT is the PUT that BenchmarkFHIRPathPatch's patch
+// replaces: the whole Patient with its birthDate changed.
+func BenchmarkFHIRPathPatchPUT(b *testing.B) {
+	e := newEnv(b)
+	id := seedPatients(b, e, 1)
+	var bodies [2]string
+	for i, d := range fpBenchDates {
+		bodies[i] = strings.Replace(benchPatientWithID(id), `"birthDate":"1974-12-25"`, `"birthDate":"`+d+`"`, 1)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if r := e.put("/Patient/"+id, bodies[i%2]); r.Status != http.StatusOK {
+			b.Fatalf("update: %d %s", r.Status, r.Body)
+		}
+	}
+}
