@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -116,6 +117,20 @@ type tenant struct {
 	requested map[string]time.Time
 	// events are the topic-based subscriptions' numbering (their own lock).
 	events *numbering
+	// known is when this engine first knew each subscription (under Engine.mu).
+	known map[string]time.Time
+}
+
+// byAge lists the ids in the order the engine came to know them.
+func (t *tenant) byAge(ids map[string]bool) []string {
+	out := slices.Collect(maps.Keys(ids))
+	slices.SortFunc(out, func(a, b string) int {
+		if c := t.known[a].Compare(t.known[b]); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
+	return out
 }
 
 // Start loads every tenant's subscriptions, attaches the engine to the
@@ -275,7 +290,7 @@ func (e *Engine) tenant(name string) *tenant {
 		return t
 	}
 	t = &tenant{name: name, wake: make(chan struct{}, 1), subs: map[string]*spec{}, workers: map[string]*worker{}, requested: map[string]time.Time{},
-		events: &numbering{last: map[string]int64{}}}
+		events: &numbering{last: map[string]int64{}}, known: map[string]time.Time{}}
 	e.tenants[name] = t
 	if e.ctx.Err() == nil {
 		e.wg.Add(1)
@@ -455,6 +470,9 @@ func (e *Engine) put(tenantName string, sp *spec) {
 		return
 	}
 	t.subs[sp.id] = sp
+	if _, ok := t.known[sp.id]; !ok {
+		t.known[sp.id] = time.Now()
+	}
 	w := t.workers[sp.id]
 	if sp.status == StatusActive && !sp.ended(e.cfg.Now()) && w == nil && e.ctx.Err() == nil {
 		w = &worker{e: e, tenant: tenantName, id: sp.id, wake: make(chan struct{}, 1), topic: sp.topic != nil}
@@ -472,6 +490,7 @@ func (e *Engine) remove(ctx context.Context, tenantName, id string) {
 	t := e.tenant(tenantName)
 	e.mu.Lock()
 	delete(t.subs, id)
+	delete(t.known, id)
 	maps.DeleteFunc(t.requested, func(key string, _ time.Time) bool { return strings.HasPrefix(key, id+"/") })
 	w := t.workers[id]
 	e.mu.Unlock()

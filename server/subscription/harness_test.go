@@ -65,7 +65,14 @@ func newEnv(t testing.TB, mutate ...func(*subscription.Config)) *env {
 	}
 	opts := db.Options()
 	opts.DatabasePrefix += fmt.Sprintf("s%d_", prefixes.Add(1))
-	opts.Validate = subscription.Validator(db.Registry(), cfg.Endpoints, opts.Validate)
+	if cfg.Topics == nil {
+		topics, err := subscription.NewTopics(db.Registry())
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Topics = topics
+	}
+	opts.Validate = subscription.TopicValidator(db.Registry(), cfg.Endpoints, cfg.Topics, opts.Validate)
 	fault := &atomic.Pointer[func(string) error]{}
 	opts.Fault = func(point string) error {
 		if f := fault.Load(); f != nil {
@@ -84,10 +91,34 @@ func newEnv(t testing.TB, mutate ...func(*subscription.Config)) *env {
 		return c.Tenant, ok
 	}, Store: st, Registry: db.Registry(), Logger: zap.NewNop(), Allows: server.Allows})
 	h := server.New(server.Config{BaseDomain: "localhost", DefaultTenant: e.tenant, Registry: db.Registry(), REST: rest,
-		Metrics: e.metrics, SubscriptionChannels: []string{subscription.RestHook}}, st, auth.HS256{Key: testKey, Issuer: auth.DevIssuer, Leeway: time.Minute}, zap.NewNop())
+		Metrics: e.metrics, SubscriptionChannels: []string{subscription.RestHook, subscription.Websocket}, Topics: currentEngine{e}}, st, auth.HS256{Key: testKey, Issuer: auth.DevIssuer, Leeway: time.Minute}, zap.NewNop())
 	e.srv = httptest.NewServer(h)
 	t.Cleanup(e.srv.Close)
 	return e
+}
+
+// currentEngine serves the topic operations with the env's engine of the
+// moment (a restart replaces it).
+type currentEngine struct{ e *env }
+
+func (c currentEngine) Status(ctx context.Context, tenant string, ids []string) (map[string]any, error) {
+	return c.e.eng.Status(ctx, tenant, ids)
+}
+
+func (c currentEngine) Events(ctx context.Context, tenant, id string, since, until int64, content string) (map[string]any, error) {
+	return c.e.eng.Events(ctx, tenant, id, since, until, content)
+}
+
+func (c currentEngine) BindingToken(ctx context.Context, tenant string, ids []string, url string) (map[string]any, error) {
+	return c.e.eng.BindingToken(ctx, tenant, ids, url)
+}
+
+func (c currentEngine) TopicCanonicals(ctx context.Context, tenant string) ([]string, error) {
+	return c.e.eng.TopicCanonicals(ctx, tenant)
+}
+
+func (c currentEngine) ServeWebsocket(w http.ResponseWriter, r *http.Request, tenant string) {
+	c.e.eng.ServeWebsocket(w, r, tenant)
 }
 
 // start starts a subscription engine on the env's store, as a server

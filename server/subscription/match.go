@@ -111,7 +111,7 @@ func (e *Engine) matchBatch(ctx context.Context, t *tenant) (int, error) {
 	e.log.Debug("matched changes", zap.String("tenant", t.name), zap.Int("changes", len(changes)), zap.Int("notifications", len(notes)))
 	var gone []string
 	e.mu.RLock()
-	for id := range woken {
+	for _, id := range t.byAge(woken) { // the oldest subscriptions hear of a change first
 		if w := t.workers[id]; w != nil {
 			w.poke()
 		}
