@@ -119,7 +119,7 @@ func (s *Server) capabilityStatement(base string, reg *search.Registry) map[stri
 		},
 		"fhirVersion": fhirschema.FHIRVersion,
 		"format":      []string{"application/fhir+json", "json", "application/fhir+xml", "xml"},
-		"patchFormat": []string{jsonPatchType},
+		"patchFormat": []string{FHIRJSON, FHIRXML, jsonPatchType},
 		"rest": []map[string]any{{
 			"mode":        "server",
 			"resource":    resources,

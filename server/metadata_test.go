@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"fmt"
 	"net/http"
 	"net/url"
 	"testing"
@@ -83,8 +84,8 @@ func TestStatementDeclaresBundlesAndConditionals(t *testing.T) {
 	if !codes["transaction"] || !codes["batch"] {
 		t.Fatalf("system interactions %v lack transaction or batch", codes)
 	}
-	if pf := asList(cs["patchFormat"]); len(pf) != 1 || pf[0] != "application/json-patch+json" {
-		t.Fatalf("patchFormat %v", cs["patchFormat"])
+	if pf := fmt.Sprint(cs["patchFormat"]); pf != "[application/fhir+json application/fhir+xml application/json-patch+json]" {
+		t.Fatalf("patchFormat %s, want FHIRPath Patch in JSON and XML, and JSON Patch", pf)
 	}
 	for _, res := range asList(rest["resource"]) {
 		m := res.(map[string]any)
