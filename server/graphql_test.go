@@ -532,3 +532,14 @@ func interleavedMedians(n int, f, g func()) (time.Duration, time.Duration) {
 	slices.Sort(gs)
 	return fs[n/2], gs[n/2]
 }
+
+func TestGraphQLInCapabilityStatement(t *testing.T) {
+	e := newEnv(t)
+	rest := e.get("/metadata").JSON(t)["rest"].([]any)[0].(map[string]any)
+	for _, op := range rest["operation"].([]any) {
+		if op := op.(map[string]any); op["name"] == "graphql" && op["definition"] == "http://hl7.org/fhir/OperationDefinition/Resource-graphql" {
+			return
+		}
+	}
+	t.Fatalf("no graphql operation: %v", rest["operation"])
+}

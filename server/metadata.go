@@ -63,6 +63,9 @@ var filterParam = map[string]string{"name": "_filter", "type": "special", "docum
 // validateOperation advertises $validate on every type.
 var validateOperation = []map[string]string{{"name": "validate", "definition": "http://hl7.org/fhir/OperationDefinition/Resource-validate"}}
 
+// graphqlOperation advertises $graphql, at [base] and at [type]/[id].
+var graphqlOperation = map[string]string{"name": "graphql", "definition": "http://hl7.org/fhir/OperationDefinition/Resource-graphql"}
+
 // sdcOperations advertises the Structured Data Capture operations on the
 // types that have them.
 var sdcOperations = map[string][]map[string]string{
@@ -125,7 +128,7 @@ func (s *Server) capabilityStatement(base string, reg *search.Registry) map[stri
 			"resource":    resources,
 			"interaction": []map[string]string{{"code": "transaction"}, {"code": "batch"}, {"code": "search-system"}, {"code": "history-system"}},
 			"searchParam": systemSearchParams,
-			"operation":   validateOperation,
+			"operation":   append(validateOperation[:1:1], graphqlOperation),
 		}},
 	}
 }
