@@ -132,7 +132,7 @@ func (w *worker) idle(ctx context.Context, sp *spec, lastSent *time.Time) bool {
 
 // handshake sends a requested rest-hook subscription its handshake on a
 // goroutine of its own and then sets it active, or in error when the
-// endpoint did not accept it.
+// endpoint did not accept it after every attempt.
 func (e *Engine) handshake(tenantName string, r *store.Resource, sp *spec) {
 	key := tenantName + "/" + r.ID + "/" + fmt.Sprint(r.VersionID)
 	if _, busy := e.handshakes.LoadOrStore(key, true); busy {
@@ -144,10 +144,7 @@ func (e *Engine) handshake(tenantName string, r *store.Resource, sp *spec) {
 		defer e.handshakes.Delete(key)
 		ctx := e.ctx
 		sp.id, sp.version = r.ID, r.VersionID
-		since, err := e.lastEvent(ctx, e.tenant(tenantName), r.ID)
-		if err == nil {
-			err = e.sendTopic(ctx, tenantName, sp, NoteHandshake, StatusRequested, since, nil)
-		}
+		err := e.sendHandshake(ctx, tenantName, sp)
 		if ctx.Err() != nil {
 			return
 		}
@@ -170,6 +167,26 @@ func (e *Engine) handshake(tenantName string, r *store.Resource, sp *spec) {
 			}
 		}
 	}()
+}
+
+// sendHandshake sends a handshake, tried as often as a notification
+// (Config.Attempts, with the same backoff) before it counts as failed.
+func (e *Engine) sendHandshake(ctx context.Context, tenantName string, sp *spec) error {
+	for attempt := 1; ; attempt++ {
+		since, err := e.lastEvent(ctx, e.tenant(tenantName), sp.id)
+		if err == nil {
+			err = e.sendTopic(ctx, tenantName, sp, NoteHandshake, StatusRequested, since, nil)
+		}
+		if err == nil || attempt >= e.cfg.Attempts || ctx.Err() != nil {
+			return err
+		}
+		e.log.Info("handshake failed", zap.String("tenant", tenantName), zap.String("subscription", sp.id), zap.Int("attempt", attempt), zap.Error(err))
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(e.backoff(attempt)):
+		}
+	}
 }
 
 // sendTopic sends one notification of kind with the events: a POST of
