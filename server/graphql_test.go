@@ -446,6 +446,7 @@ func TestGraphQLBadInput(t *testing.T) {
 		{"a FHIRPath filter that does not compile", "/Patient/p1/$graphql", "{ name(fhirpath: \"family.(\") { family } }", 400, 1, 8, "name"},
 		{"an unknown directive", "/Patient/p1/$graphql", "{ id @shout }", 400, 1, 7, ""},
 		{"a @singleton with two values", "/Patient/p1/$graphql", "{ name @flatten { family @singleton } }", 400, 1, 19, "name.family"},
+		{"a fragment on an unknown type", "/Patient/p1/$graphql", "{ ... on Patientz { id } }", 400, 1, 7, ""},
 		{"a mutation", "/$graphql", "mutation { PatientCreate { id } }", 400, 1, 1, ""},
 		{"an undeclared variable", "/$graphql", "{ Patient(id: $who) { id } }", 400, 1, 15, ""},
 		{"a missing resource", "/$graphql", "{ Patient(id: \"nobody\") { id } }", 404, 1, 3, "Patient"},

@@ -58,6 +58,9 @@ func (x *executor) selectOne(n node, s ast.Selection, t target, depth int, path 
 		if skip, err := x.skipped(s.Directives, path); skip || err != nil {
 			return err
 		}
+		if !knownType(s.TypeCondition) {
+			return errorAt(s.Position, path, "there is no type %q", s.TypeCondition)
+		}
 		if !appliesTo(s.TypeCondition, n) {
 			return nil
 		}
@@ -70,12 +73,25 @@ func (x *executor) selectOne(n node, s ast.Selection, t target, depth int, path 
 		if f == nil {
 			return errorAt(s.Position, path, "there is no fragment named %q", s.Name)
 		}
+		if !knownType(f.TypeCondition) {
+			return errorAt(f.Position, path, "there is no type %q", f.TypeCondition)
+		}
 		if !appliesTo(f.TypeCondition, n) {
 			return nil
 		}
 		return x.selectFields(n, f.SelectionSet, t, depth+1, path)
 	}
 	return errorAt(s.GetPosition(), path, "unknown selection")
+}
+
+// knownType tells whether a fragment's type condition names a type:
+// none, a resource type, Resource, DomainResource or a data type.
+func knownType(typ string) bool {
+	if typ == "" || typ == "Resource" || typ == "DomainResource" || isResourceType(typ) {
+		return true
+	}
+	_, _, ok := fhirschema.Element(typ, "extension")
+	return ok
 }
 
 // appliesTo tells whether a fragment on typ applies to n.
