@@ -13,18 +13,6 @@ type slot struct {
 // twinKey is the property of a primitive's id and extensions.
 func twinKey(key string) string { return "_" + key }
 
-// get is the element's value.
-func (s slot) get() any {
-	if s.index < 0 {
-		return s.obj[s.key]
-	}
-	list, _ := s.obj[s.key].([]any)
-	if s.index < len(list) {
-		return list[s.index]
-	}
-	return nil
-}
-
 // set replaces the element with v and its twin ext.
 func (s slot) set(t *tree, v, ext any) {
 	if s.index < 0 {
