@@ -57,35 +57,11 @@ func graphqlRoute(s *Server, c *gin.Context, segs []string) {
 // the OperationOutcome a FHIR client reads: the failing field as its
 // expression, its line and column in the query as its location.
 func (s *Server) graphqlError(c *gin.Context, err error) {
-	status, msg := http.StatusBadRequest, err.Error()
-	var issue Issue
-	var ge *graphql.Error
-	if errors.As(err, &ge) && ge.Status != 0 {
-		status = ge.Status
-		issue = Issue{Severity: "error", Code: "invalid", Diagnostics: ge.Error(), Expression: ge.Expression()}
-		if status == http.StatusNotFound {
-			issue.Code = "not-found"
-		}
-	} else {
-		he := toHTTPError(err)
-		if he.status >= 500 && !errors.Is(err, context.Canceled) {
-			s.log.Error("graphql query failed", zap.String("request_id", requestID(c)), zap.Error(err))
-		}
-		status, msg = he.status, he.Error()
-		if len(he.issues) > 0 {
-			issue = he.issues[0]
-		}
-		if ge != nil {
-			issue.Expression = ge.Expression()
-			if ge.Line > 0 {
-				msg = fmt.Sprintf("%s (line %d, column %d)", msg, ge.Line, ge.Column)
-			}
-			issue.Diagnostics = msg
-		}
-	}
+	status, issue := s.graphqlIssue(c, err)
 	outcome := operationOutcome([]Issue{issue})
-	entry := map[string]any{"message": msg, "extensions": map[string]any{"outcome": outcome}}
-	if ge != nil && ge.Line > 0 {
+	entry := map[string]any{"message": issue.Diagnostics, "extensions": map[string]any{"outcome": outcome}}
+	var ge *graphql.Error
+	if errors.As(err, &ge) && ge.Line > 0 {
 		entry["locations"] = []any{map[string]int{"line": ge.Line, "column": ge.Column}}
 		for _, is := range outcome["issue"].([]map[string]any) {
 			is["location"] = []string{fmt.Sprintf("line %d, column %d", ge.Line, ge.Column)}
@@ -96,6 +72,31 @@ func (s *Server) graphqlError(c *gin.Context, err error) {
 	}
 	writeGraphQL(c, status, map[string]any{"errors": []any{entry}})
 	c.Abort()
+}
+
+// graphqlIssue is the status and issue of a failed query: the engine's
+// own refusals, or the error of a read or search it made (a 403, a bad
+// search value) placed at the field that made it.
+func (s *Server) graphqlIssue(c *gin.Context, err error) (int, Issue) {
+	var ge *graphql.Error
+	if errors.As(err, &ge) && ge.Status != 0 {
+		return ge.Status, Issue{Severity: "error", Code: ge.Code, Diagnostics: ge.Error(), Expression: ge.Expression()}
+	}
+	he := toHTTPError(err)
+	if he.status >= 500 && !errors.Is(err, context.Canceled) {
+		s.log.Error("graphql query failed", zap.String("request_id", requestID(c)), zap.Error(err))
+	}
+	issue := Issue{Severity: "error", Code: "exception", Diagnostics: he.Error()}
+	if len(he.issues) > 0 {
+		issue = he.issues[0]
+	}
+	if ge != nil {
+		issue.Expression = ge.Expression()
+		if ge.Line > 0 {
+			issue.Diagnostics = fmt.Sprintf("%s (line %d, column %d)", he.Error(), ge.Line, ge.Column)
+		}
+	}
+	return he.status, issue
 }
 
 // writeGraphQL writes a GraphQL answer as application/json.

@@ -421,6 +421,10 @@ func TestGraphQLBounds(t *testing.T) {
 			if msg := fmt.Sprint(m["errors"]); !strings.Contains(msg, c.contains) {
 				t.Fatalf("the message does not say %q: %s", c.contains, msg)
 			}
+			issue := m["errors"].([]any)[0].(map[string]any)["extensions"].(map[string]any)["outcome"].(map[string]any)["issue"].([]any)[0].(map[string]any)
+			if issue["code"] != "too-costly" {
+				t.Fatalf("issue code %v, want too-costly", issue["code"])
+			}
 		})
 	}
 	t.Run("within bounds", func(t *testing.T) {

@@ -34,7 +34,7 @@ func (x *executor) selectFields(n node, sel ast.SelectionSet, t target, depth in
 			if f, ok := s.(*ast.Field); ok {
 				p = append(path[:len(path):len(path)], f.Name)
 			}
-			return errorAt(s.GetPosition(), p, "the query nests deeper than %d levels", x.lim.MaxDepth)
+			return tooCostly(errorAt(s.GetPosition(), p, "the query nests deeper than %d levels", x.lim.MaxDepth))
 		}
 		if err := x.ctx.Err(); err != nil {
 			return x.bound(s.GetPosition(), path, err)
@@ -311,7 +311,7 @@ func (x *executor) evaluate(n node, src string, pos *ast.Position, path []string
 // bound reports a query stopped by its time limit.
 func (x *executor) bound(pos *ast.Position, path []string, err error) error {
 	if errors.Is(err, context.DeadlineExceeded) {
-		return errorAt(pos, path, "the query ran longer than %s", x.lim.Timeout)
+		return tooCostly(errorAt(pos, path, "the query ran longer than %s", x.lim.Timeout))
 	}
 	e := errorAt(pos, path, "the query was cancelled")
 	e.Status, e.Err = 0, err
@@ -332,15 +332,21 @@ func (x *executor) backendError(s ast.Selection, path []string, err error) error
 func (x *executor) count(f *ast.Field, path []string, n int) error {
 	x.resources += n
 	if x.resources > x.lim.MaxResources {
-		return errorAt(f.Position, path, "the query reads more than %d resources", x.lim.MaxResources)
+		return tooCostly(errorAt(f.Position, path, "the query reads more than %d resources", x.lim.MaxResources))
 	}
 	return nil
+}
+
+// tooCostly marks the error of a query past one of its bounds.
+func tooCostly(e *Error) *Error {
+	e.Code = "too-costly"
+	return e
 }
 
 // notFound is the error of a resource that a query needs and is not there.
 func notFound(f *ast.Field, path []string, what string) error {
 	e := errorAt(f.Position, path, "%s was not found", what)
-	e.Status = http.StatusNotFound
+	e.Status, e.Code = http.StatusNotFound, "not-found"
 	return e
 }
 

@@ -79,8 +79,9 @@ type Error struct {
 	Line, Column int      // 1-based position in the query; 0 when none
 	Path         []string // the fields from the query's root to the one that failed
 	// Status is the HTTP status of a refused query (400); 0 when Err, the
-	// backend's error, decides it.
+	// backend's error, decides it. Code is its OperationOutcome issue code.
 	Status int
+	Code   string
 	Err    error
 }
 
@@ -110,7 +111,7 @@ func (e *ParamError) Unwrap() error { return e.Err }
 
 // errorAt is a refused query (400) at pos.
 func errorAt(pos *ast.Position, path []string, format string, args ...any) *Error {
-	e := &Error{Msg: fmt.Sprintf(format, args...), Status: http.StatusBadRequest, Path: path}
+	e := &Error{Msg: fmt.Sprintf(format, args...), Status: http.StatusBadRequest, Code: "invalid", Path: path}
 	if pos != nil {
 		e.Line, e.Column = pos.Line, pos.Column
 	}
@@ -123,7 +124,7 @@ func errorAt(pos *ast.Position, path []string, format string, args ...any) *Erro
 func Execute(ctx context.Context, b Backend, req Request, focus map[string]any, lim Limits) (any, error) {
 	lim = lim.withDefaults()
 	if strings.TrimSpace(req.Query) == "" {
-		return nil, &Error{Msg: "the request has no query", Status: http.StatusBadRequest}
+		return nil, &Error{Msg: "the request has no query", Status: http.StatusBadRequest, Code: "required"}
 	}
 	doc, err := parser.ParseQueryWithTokenLimit(&ast.Source{Input: req.Query}, lim.MaxTokens)
 	if err != nil {
@@ -153,13 +154,13 @@ func Execute(ctx context.Context, b Backend, req Request, focus map[string]any, 
 func parseError(err error) error {
 	var ge *gqlerror.Error
 	if errors.As(err, &ge) {
-		e := &Error{Msg: "the query does not parse: " + ge.Message, Status: http.StatusBadRequest}
+		e := &Error{Msg: "the query does not parse: " + ge.Message, Status: http.StatusBadRequest, Code: "structure"}
 		if len(ge.Locations) > 0 {
 			e.Line, e.Column = ge.Locations[0].Line, ge.Locations[0].Column
 		}
 		return e
 	}
-	return &Error{Msg: "the query does not parse: " + err.Error(), Status: http.StatusBadRequest}
+	return &Error{Msg: "the query does not parse: " + err.Error(), Status: http.StatusBadRequest, Code: "structure"}
 }
 
 // operation picks the operation to run: the one named, or the only one.
@@ -169,17 +170,19 @@ func operation(doc *ast.QueryDocument, name string) (*ast.OperationDefinition, e
 	case name != "":
 		op = doc.Operations.ForName(name)
 		if op == nil {
-			return nil, &Error{Msg: fmt.Sprintf("the query has no operation named %q", name), Status: http.StatusBadRequest}
+			return nil, &Error{Msg: fmt.Sprintf("the query has no operation named %q", name), Status: http.StatusBadRequest, Code: "invalid"}
 		}
 	case len(doc.Operations) == 1:
 		op = doc.Operations[0]
 	case len(doc.Operations) == 0:
-		return nil, &Error{Msg: "the query has no operation", Status: http.StatusBadRequest}
+		return nil, &Error{Msg: "the query has no operation", Status: http.StatusBadRequest, Code: "invalid"}
 	default:
-		return nil, &Error{Msg: "the query has several operations: name the one to run with operationName", Status: http.StatusBadRequest}
+		return nil, &Error{Msg: "the query has several operations: name the one to run with operationName", Status: http.StatusBadRequest, Code: "invalid"}
 	}
 	if op.Operation != ast.Query {
-		return nil, errorAt(op.Position, nil, "%s operations are not supported; only queries are", op.Operation)
+		e := errorAt(op.Position, nil, "%s operations are not supported; only queries are", op.Operation)
+		e.Code = "not-supported"
+		return nil, e
 	}
 	return op, nil
 }

@@ -35,7 +35,7 @@ func ParseRequest(method, contentType string, query url.Values, body []byte) (Re
 			Variables     json.RawMessage `json:"variables"`
 		}
 		if err := json.Unmarshal(body, &in); err != nil {
-			return req, &Error{Msg: "the body is not a GraphQL JSON request: " + err.Error(), Status: http.StatusBadRequest}
+			return req, &Error{Msg: "the body is not a GraphQL JSON request: " + err.Error(), Status: http.StatusBadRequest, Code: "structure"}
 		}
 		req.Query, req.OperationName = in.Query, in.OperationName
 		if len(in.Variables) > 0 && string(in.Variables) != "null" {
@@ -45,7 +45,7 @@ func ParseRequest(method, contentType string, query url.Values, body []byte) (Re
 		}
 		return req, nil
 	}
-	return req, &Error{Msg: fmt.Sprintf("Content-Type %q is not supported; send application/graphql or application/json", contentType), Status: http.StatusUnsupportedMediaType}
+	return req, &Error{Msg: fmt.Sprintf("Content-Type %q is not supported; send application/graphql or application/json", contentType), Status: http.StatusUnsupportedMediaType, Code: "not-supported"}
 }
 
 // decodeVariables reads the variables object, keeping numbers as written.
@@ -53,7 +53,7 @@ func decodeVariables(data []byte, into *map[string]any) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	if err := dec.Decode(into); err != nil {
-		return &Error{Msg: "the variables are not a JSON object: " + err.Error(), Status: http.StatusBadRequest}
+		return &Error{Msg: "the variables are not a JSON object: " + err.Error(), Status: http.StatusBadRequest, Code: "structure"}
 	}
 	return nil
 }
