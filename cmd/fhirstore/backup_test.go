@@ -366,16 +366,9 @@ func TestCheckAMongoDBDeployment(t *testing.T) {
 // binary running main), run through bash so that shell limits apply.
 func mainProcess(t *testing.T, shell string, args ...string) *exec.Cmd {
 	t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, err := json.Marshal(args)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command("bash", "-c", shell+`; exec "$0"`, exe)
-	cmd.Env = append(withoutFHIRStoreEnv(), asMainEnv+"="+string(raw))
+	cmd := mainCommand(t, args...)
+	cmd.Args = []string{"bash", "-c", shell + `; exec "$0"`, cmd.Path}
+	cmd.Path = "/bin/bash"
 	return cmd
 }
 

@@ -45,6 +45,22 @@ func TestMain(m *testing.M) {
 // SIGTERM; it is stopped when the test ends.
 func startServerProcess(t *testing.T, args ...string) (*testServer, *os.Process) {
 	t.Helper()
+	cmd := mainCommand(t, args...)
+	s := &testServer{stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan error, 1)}
+	cmd.Stdout, cmd.Stderr = s.stdout, s.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %q: %v", args, err)
+	}
+	s.cancel = func() { _ = cmd.Process.Signal(syscall.SIGTERM) }
+	go func() { s.done <- cmd.Wait() }()
+	s.await(t, args)
+	return s, cmd.Process
+}
+
+// mainCommand is `fhirstore args...` as a process of its own: the test
+// binary running main.
+func mainCommand(t *testing.T, args ...string) *exec.Cmd {
+	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -55,15 +71,7 @@ func startServerProcess(t *testing.T, args ...string) (*testServer, *os.Process)
 	}
 	cmd := exec.Command(exe)
 	cmd.Env = append(withoutFHIRStoreEnv(), asMainEnv+"="+string(raw))
-	s := &testServer{stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan error, 1)}
-	cmd.Stdout, cmd.Stderr = s.stdout, s.stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %q: %v", args, err)
-	}
-	s.cancel = func() { _ = cmd.Process.Signal(syscall.SIGTERM) }
-	go func() { s.done <- cmd.Wait() }()
-	s.await(t, args)
-	return s, cmd.Process
+	return cmd
 }
 
 // kill ends a server process with SIGKILL: no shutdown code runs.
