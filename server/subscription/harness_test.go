@@ -245,6 +245,7 @@ type delivery struct {
 	Method, Path, ContentType string
 	Header                    http.Header
 	Body                      string
+	At                        time.Time // arrival
 }
 
 // receiver is a subscriber's endpoint on loopback that records what it
@@ -267,8 +268,9 @@ func newReceiver(t testing.TB) *receiver {
 			return
 		}
 		r.mu.Lock()
-		r.at = append(r.at, time.Now())
-		r.got = append(r.got, delivery{Method: req.Method, Path: req.URL.Path, ContentType: req.Header.Get("Content-Type"), Header: req.Header.Clone(), Body: string(b)})
+		now := time.Now()
+		r.at = append(r.at, now)
+		r.got = append(r.got, delivery{Method: req.Method, Path: req.URL.Path, ContentType: req.Header.Get("Content-Type"), Header: req.Header.Clone(), Body: string(b), At: now})
 		r.mu.Unlock()
 		select {
 		case r.more <- struct{}{}:

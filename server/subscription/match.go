@@ -69,6 +69,7 @@ func (e *Engine) matchBatch(ctx context.Context, t *tenant) (int, error) {
 		byType[typ] = append(byType[typ], c)
 	}
 	if topicsChanged { // subscriptions to a topic retired or changed are checked again
+		e.topics.forget(t.name)
 		if err := e.load(ctx, t.name); err != nil {
 			return 0, err
 		}

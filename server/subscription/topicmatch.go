@@ -106,12 +106,20 @@ func (e *Engine) matchTopics(ctx context.Context, t *tenant, changes []*store.Ch
 			if tr == nil {
 				continue
 			}
-			passed, err := e.evalTrigger(ctx, t.name, tr, cs)
+			var filters []*search.Query
+			for _, sp := range tsubs {
+				filters = append(filters, sp.topic.filterQ[typ])
+			}
+			passed, filtered, err := e.evalTrigger(ctx, t.name, tr, cs, filters)
 			if err != nil {
 				return nil, err
 			}
-			if err := e.filterTopic(ctx, t.name, typ, tsubs, passed, hits); err != nil {
-				return nil, err
+			for i, sp := range tsubs {
+				for _, c := range passed {
+					if filtered[i] == nil || filtered[i][c.Key] {
+						hit(hits, sp.id, c.Key)
+					}
+				}
 			}
 		}
 	}
@@ -119,38 +127,6 @@ func (e *Engine) matchTopics(ctx context.Context, t *tenant, changes []*store.Ch
 		return nil, nil
 	}
 	return e.numberEvents(ctx, t, subs, changes, hits)
-}
-
-// filterTopic adds to hits the changes that pass each subscription's
-// filters on typ.
-func (e *Engine) filterTopic(ctx context.Context, tenantName, typ string, subs []*spec, passed []*store.Change, hits map[string]map[string]bool) error {
-	if len(passed) == 0 {
-		return nil
-	}
-	var queries []*search.Query
-	var filtered []*spec
-	for _, sp := range subs {
-		if q := sp.topic.filterQ[typ]; q != nil {
-			queries, filtered = append(queries, q), append(filtered, sp)
-			continue
-		}
-		for _, c := range passed {
-			hit(hits, sp.id, c.Key)
-		}
-	}
-	if len(queries) == 0 {
-		return nil
-	}
-	matched, err := e.st.MatchChanges(ctx, tenantName, typ, queries, passed)
-	if err != nil {
-		return fmt.Errorf("match topic filters: %w", err)
-	}
-	for i, sp := range filtered {
-		for key := range matched[i] {
-			hit(hits, sp.id, key)
-		}
-	}
-	return nil
 }
 
 func hit(hits map[string]map[string]bool, sub, key string) {
@@ -216,8 +192,10 @@ func interaction(r *store.Resource) string {
 }
 
 // evalTrigger returns the changes (all of the trigger's type) that raise
-// an event by its interactions, query criteria and FHIRPath criteria.
-func (e *Engine) evalTrigger(ctx context.Context, tenantName string, tr *Trigger, cs []*store.Change) ([]*store.Change, error) {
+// an event by its interactions, query criteria and FHIRPath criteria, and
+// which of them each of filters matches (nil for a nil filter): the
+// current criteria and the filters are one pass over the changes.
+func (e *Engine) evalTrigger(ctx context.Context, tenantName string, tr *Trigger, cs []*store.Change, filters []*search.Query) ([]*store.Change, []map[string]bool, error) {
 	var cand []*store.Change
 	for _, c := range cs {
 		if len(tr.Interactions) == 0 || tr.Interactions[interaction(c.Resource)] {
@@ -225,19 +203,42 @@ func (e *Engine) evalTrigger(ctx context.Context, tenantName string, tr *Trigger
 		}
 	}
 	if len(cand) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	prev, err := e.previousVersions(ctx, tenantName, tr, cand)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	cur, err := e.testCriteria(ctx, tenantName, tr.Resource, tr.Current, cand, nil)
-	if err != nil {
-		return nil, err
+	var queries []*search.Query
+	if tr.Current != nil {
+		q, err := e.cfg.Registry.Parse(tr.Resource, tr.Current, search.ParseOptions{})
+		if err != nil {
+			return nil, nil, fmt.Errorf("topic criteria on %s: %w", tr.Resource, err)
+		}
+		queries = append(queries, q)
 	}
-	was, err := e.testCriteria(ctx, tenantName, tr.Resource, tr.Previous, cand, prev)
+	at := make([]int, len(filters))
+	for i, f := range filters {
+		at[i] = -1
+		if f != nil {
+			at[i] = len(queries)
+			queries = append(queries, f)
+		}
+	}
+	matched := make([]map[string]bool, len(queries))
+	if len(queries) > 0 {
+		// A deletion is judged by the version it deleted, as a search would.
+		if matched, err = e.st.MatchChanges(ctx, tenantName, tr.Resource, queries, cand); err != nil {
+			return nil, nil, fmt.Errorf("match topic criteria and filters: %w", err)
+		}
+	}
+	cur := map[string]bool{}
+	if tr.Current != nil {
+		cur = matched[0]
+	}
+	was, err := e.testPrevious(ctx, tenantName, tr, cand, prev)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var out []*store.Change
 	for _, c := range cand {
@@ -245,7 +246,13 @@ func (e *Engine) evalTrigger(ctx context.Context, tenantName string, tr *Trigger
 			out = append(out, c)
 		}
 	}
-	return out, nil
+	filtered := make([]map[string]bool, len(filters))
+	for i, j := range at {
+		if j >= 0 {
+			filtered[i] = matched[j]
+		}
+	}
+	return out, filtered, nil
 }
 
 // passes combines the query criteria's results for c (absent criteria
@@ -303,31 +310,28 @@ func (e *Engine) previousVersions(ctx context.Context, tenantName string, tr *Tr
 	return out, nil
 }
 
-// testCriteria runs a criteria search on the changes (prev nil) or on the
-// versions before them (prev set); it returns the keys of the changes
-// whose version matches.
-func (e *Engine) testCriteria(ctx context.Context, tenantName, typ string, criteria map[string][]string, cs []*store.Change, prev map[string]*store.Resource) (map[string]bool, error) {
+// testPrevious runs the trigger's previous criteria on the versions
+// before the changes; it returns the keys of the changes whose previous
+// version matches.
+func (e *Engine) testPrevious(ctx context.Context, tenantName string, tr *Trigger, cs []*store.Change, prev map[string]*store.Resource) (map[string]bool, error) {
 	out := map[string]bool{}
-	if criteria == nil {
+	if tr.Previous == nil {
 		return out, nil
 	}
-	q, err := e.cfg.Registry.Parse(typ, criteria, search.ParseOptions{})
+	q, err := e.cfg.Registry.Parse(tr.Resource, tr.Previous, search.ParseOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("topic criteria on %s: %w", typ, err)
+		return nil, fmt.Errorf("topic criteria on %s: %w", tr.Resource, err)
 	}
 	var probe []*store.Change
 	for _, c := range cs {
-		switch {
-		case prev == nil && !c.Resource.Deleted:
-			probe = append(probe, c)
-		case prev != nil && prev[c.Key] != nil:
+		if prev[c.Key] != nil {
 			probe = append(probe, &store.Change{Key: c.Key, Resource: prev[c.Key]})
 		}
 	}
 	if len(probe) == 0 {
 		return out, nil
 	}
-	matched, err := e.st.MatchChanges(ctx, tenantName, typ, []*search.Query{q}, probe)
+	matched, err := e.st.MatchChanges(ctx, tenantName, tr.Resource, []*search.Query{q}, probe)
 	if err != nil {
 		return nil, fmt.Errorf("match topic criteria: %w", err)
 	}

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"net/url"
 	"slices"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"fhirstore/search"
 	"fhirstore/store"
@@ -22,12 +24,26 @@ type Topics struct {
 	reg     *search.Registry
 	builtin map[string]*Topic
 	st      atomic.Pointer[store.Store]
+
+	mu     sync.Mutex
+	cached map[string]cachedTopics // by tenant
 }
+
+// cachedTopics is a tenant's stored topics as read at a moment.
+type cachedTopics struct {
+	list []*Topic
+	at   time.Time
+}
+
+// topicsTTL is how long a tenant's stored topics are reused: a topic
+// written is forgotten at once (by the validator before its commit, by
+// the engine after), the TTL covers a read between the two.
+const topicsTTL = 2 * time.Second
 
 // NewTopics reads the built-in topics; it finds the stored ones once an
 // Engine started with it (Config.Topics) runs.
 func NewTopics(reg *search.Registry) (*Topics, error) {
-	t := &Topics{reg: reg, builtin: map[string]*Topic{}}
+	t := &Topics{reg: reg, builtin: map[string]*Topic{}, cached: map[string]cachedTopics{}}
 	files, err := builtinFS.ReadDir("builtin")
 	if err != nil {
 		return nil, fmt.Errorf("read built-in topics: %w", err)
@@ -69,14 +85,36 @@ func (t *Topics) List(ctx context.Context, tenant string) ([]*Topic, error) {
 	for _, u := range t.Builtin() {
 		out = append(out, t.builtin[u])
 	}
+	stored, err := t.stored(ctx, tenant)
+	return append(out, stored...), err
+}
+
+// forget drops the tenant's cached topics after a topic changed.
+func (t *Topics) forget(tenant string) {
+	t.mu.Lock()
+	delete(t.cached, tenant)
+	t.mu.Unlock()
+}
+
+// stored returns the tenant's stored topics that check out, from the
+// cache while it is fresh.
+func (t *Topics) stored(ctx context.Context, tenant string) ([]*Topic, error) {
+	t.mu.Lock()
+	c, ok := t.cached[tenant]
+	t.mu.Unlock()
+	if ok && time.Since(c.at) < topicsTTL {
+		return c.list, nil
+	}
 	st := t.st.Load()
 	if st == nil {
-		return out, nil
+		return nil, nil
 	}
+	at := time.Now()
 	q, err := t.reg.Parse("Basic", topicSearch, search.ParseOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("search topics: %w", err)
 	}
+	var out []*Topic
 	for {
 		page, err := st.Search(ctx, tenant, q)
 		if err != nil {
@@ -88,10 +126,14 @@ func (t *Topics) List(ctx context.Context, tenant string) ([]*Topic, error) {
 			}
 		}
 		if page.Next == "" {
-			return out, nil
+			break
 		}
 		q.Cursor = page.Next
 	}
+	t.mu.Lock()
+	t.cached[tenant] = cachedTopics{list: out, at: at}
+	t.mu.Unlock()
+	return out, nil
 }
 
 // Find returns the tenant's topic of canonical u (nil when it has none).
