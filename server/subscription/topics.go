@@ -143,16 +143,21 @@ func (t *Topics) Find(ctx context.Context, tenant, u string) (*Topic, error) {
 	if b := t.builtin[u]; b != nil {
 		return b, nil
 	}
-	list, err := t.List(ctx, tenant)
-	if err != nil {
-		return nil, err
-	}
-	for _, topic := range list {
-		if topic.URL == u {
-			return topic, nil
+	for fresh := false; ; fresh = true {
+		list, err := t.stored(ctx, tenant)
+		if err != nil {
+			return nil, err
 		}
+		for _, topic := range list {
+			if topic.URL == u {
+				return topic, nil
+			}
+		}
+		if fresh {
+			return nil, nil
+		}
+		t.forget(tenant) // perhaps stored since the tenant's topics were read
 	}
-	return nil, nil
 }
 
 // cutVersion splits canonical|version.

@@ -14,9 +14,6 @@ func (c *checker) checkTopic(ctx context.Context, in store.Validation) error {
 	if json.Unmarshal(in.Body, &b) != nil || !b.isTopic() {
 		return nil
 	}
-	if c.topics != nil && !in.Check {
-		c.topics.forget(in.Tenant) // written now: read again from the next lookup on
-	}
 	topic, issues := ParseTopic(c.reg, in.Body)
 	coded := false
 	for _, cd := range b.Code.Coding {
@@ -34,6 +31,9 @@ func (c *checker) checkTopic(ctx context.Context, in store.Validation) error {
 	}
 	if len(issues) > 0 {
 		return &store.InvalidError{Issues: issues}
+	}
+	if c.topics != nil && !in.Check {
+		c.topics.forget(in.Tenant) // written now: read again from the next lookup on
 	}
 	return nil
 }
