@@ -548,3 +548,50 @@ func TestGraphQLInCapabilityStatement(t *testing.T) {
 	}
 	t.Fatalf("no graphql operation: %v", rest["operation"])
 }
+
+func TestGraphQLIntrospection(t *testing.T) {
+	e := newEnv(t)
+	const q = `query IntrospectionQuery {
+  __schema { queryType { name } types { ...T } directives { name locations args { name } } }
+  human: __type(name: "HumanName") { kind fields { name type { kind name ofType { kind name } } } }
+  none: __type(name: "Nothing") { name }
+}
+fragment T on __Type { kind name fields(includeDeprecated: true) { name args { name } type { kind name ofType { kind name } } } interfaces { name } possibleTypes { name } }`
+	got := data(t, gql(e, "", "/$graphql", q, nil))
+	schema := got["__schema"].(map[string]any)
+	if schema["queryType"].(map[string]any)["name"] != "Query" {
+		t.Fatalf("query type: %v", schema["queryType"])
+	}
+	types := map[string]map[string]any{}
+	for _, ty := range schema["types"].([]any) {
+		ty := ty.(map[string]any)
+		types[ty["name"].(string)] = ty
+	}
+	fieldOf := func(typ, name string) map[string]any {
+		for _, f := range types[typ]["fields"].([]any) {
+			if f := f.(map[string]any); f["name"] == name {
+				return f
+			}
+		}
+		t.Fatalf("%s has no field %s", typ, name)
+		return nil
+	}
+	if ty := fieldOf("Patient", "name")["type"].(map[string]any); ty["kind"] != "LIST" || ty["ofType"].(map[string]any)["name"] != "HumanName" {
+		t.Fatalf("Patient.name is %v", ty)
+	}
+	if ty := fieldOf("Reference", "resource")["type"].(map[string]any); ty["name"] != "Resource" {
+		t.Fatalf("Reference.resource is %v", ty)
+	}
+	if ty := fieldOf("Query", "PatientConnection")["type"].(map[string]any); ty["name"] != "PatientConnection" || types["PatientConnection"] == nil {
+		t.Fatalf("Query.PatientConnection is %v", ty)
+	}
+	if len(types["Patient"]["interfaces"].([]any)) != 1 || len(types["String"]["fields"].([]any)) != 0 {
+		t.Fatalf("interfaces or empty lists missing: %v %v", types["Patient"]["interfaces"], types["String"])
+	}
+	if h := got["human"].(map[string]any); h["kind"] != "OBJECT" || !strings.Contains(fmt.Sprint(h["fields"]), "family") {
+		t.Fatalf("__type(name: HumanName): %v", h)
+	}
+	if _, ok := got["none"]; ok {
+		t.Fatalf("__type of an unknown name: %v", got["none"])
+	}
+}

@@ -32,7 +32,7 @@ func (x *executor) selectFields(n node, sel ast.SelectionSet, t target, depth in
 		if depth > x.lim.MaxDepth {
 			p := path
 			if f, ok := s.(*ast.Field); ok {
-				p = append(path[:len(path):len(path)], f.Name)
+				p = append(path, f.Name)
 			}
 			return tooCostly(errorAt(s.GetPosition(), p, "the query nests deeper than %d levels", x.lim.MaxDepth))
 		}
@@ -53,7 +53,8 @@ func (x *executor) selectOne(n node, s ast.Selection, t target, depth int, path 
 		if skip, err := x.skipped(s.Directives, path); skip || err != nil {
 			return err
 		}
-		return x.field(n, s, t, depth, append(path[:len(path):len(path)], s.Name))
+		// Siblings reuse the path's backing array: errors copy it (errorAt).
+		return x.field(n, s, t, depth, append(path, s.Name))
 	case *ast.InlineFragment:
 		if skip, err := x.skipped(s.Directives, path); skip || err != nil {
 			return err
@@ -87,7 +88,7 @@ func (x *executor) selectOne(n node, s ast.Selection, t target, depth int, path 
 // knownType tells whether a fragment's type condition names a type:
 // none, a resource type, Resource, DomainResource or a data type.
 func knownType(typ string) bool {
-	if typ == "" || typ == "Resource" || typ == "DomainResource" || isResourceType(typ) {
+	if typ == "" || typ == "Resource" || typ == "DomainResource" || isResourceType(typ) || metaTypes["#"+typ] != nil {
 		return true
 	}
 	_, _, ok := fhirschema.Element(typ, "extension")
@@ -97,7 +98,7 @@ func knownType(typ string) bool {
 // appliesTo tells whether a fragment on typ applies to n.
 func appliesTo(typ string, n node) bool {
 	switch {
-	case typ == "" || typ == n.typ || n.dry:
+	case typ == "" || typ == n.typ || "#"+typ == n.typ || n.dry:
 		return true
 	case typ == "Resource" || typ == "DomainResource":
 		return n.isResource()
@@ -113,6 +114,9 @@ func (x *executor) field(n node, f *ast.Field, t target, depth int, path []strin
 	}
 	if f.Name == "__typename" {
 		return t.put(f, path, key, []any{strings.TrimPrefix(n.typ, "#")}, true, true)
+	}
+	if f.Name == "__schema" || f.Name == "__type" {
+		return x.introspect(n, f, t, depth, path, key)
 	}
 	if n.typ == systemType {
 		return x.rootField(f, t, depth, path, key)
@@ -133,6 +137,13 @@ func (x *executor) field(n node, f *ast.Field, t target, depth int, path []strin
 	var vals []any
 	if m, ok := n.value.(map[string]any); ok {
 		vals = items(m[el.key])
+	}
+	if isMeta(n.typ) { // introspection: its arguments (includeDeprecated) change nothing here
+		if el.repeats && len(vals) == 0 && !n.dry {
+			t.obj.set(key, []any{}) // tools read an empty list where there is nothing
+			return nil
+		}
+		return x.emit(n, el.typ, el.repeats, f, vals, t, depth, path, key)
 	}
 	vals, err := x.filter(n, el, f, vals, path)
 	if err != nil {
@@ -170,7 +181,7 @@ func (x *executor) emit(parent node, typ string, repeats bool, f *ast.Field, val
 			out = append(out, v)
 			continue
 		}
-		obj := newObject()
+		obj := &object{keys: make([]string, 0, len(f.SelectionSet)), vals: make([]any, 0, len(f.SelectionSet))}
 		child := x.child(parent, typ, v)
 		if err := x.selectFields(child, f.SelectionSet, target{obj: obj}, depth+1, path); err != nil {
 			return err

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -111,7 +112,7 @@ func (e *ParamError) Unwrap() error { return e.Err }
 
 // errorAt is a refused query (400) at pos.
 func errorAt(pos *ast.Position, path []string, format string, args ...any) *Error {
-	e := &Error{Msg: fmt.Sprintf(format, args...), Status: http.StatusBadRequest, Code: "invalid", Path: path}
+	e := &Error{Msg: fmt.Sprintf(format, args...), Status: http.StatusBadRequest, Code: "invalid", Path: slices.Clone(path)}
 	if pos != nil {
 		e.Line, e.Column = pos.Line, pos.Column
 	}

@@ -39,7 +39,11 @@ type element struct {
 // choice element by its typed name (valueQuantity), a primitive's _name
 // twin (its id and extensions), or a field of a pseudo type.
 func elementOf(typ, name string) (element, bool) {
-	if p, ok := pseudoTypes[typ]; ok {
+	p, ok := pseudoTypes[typ]
+	if !ok {
+		p, ok = metaTypes[typ]
+	}
+	if ok {
 		el, ok := p[name]
 		el.key = name
 		return el, ok

@@ -8,44 +8,90 @@ import (
 )
 
 // object is an answer's JSON object, its keys in the order the query
-// selected them.
+// selected them. Objects are small: a slice searched in order beats a map.
 type object struct {
 	keys []string
-	vals map[string]any
+	vals []any
 }
 
-func newObject() *object { return &object{vals: map[string]any{}} }
+func newObject() *object { return &object{} }
+
+// get returns key's value.
+func (o *object) get(key string) (any, bool) {
+	for i, k := range o.keys {
+		if k == key {
+			return o.vals[i], true
+		}
+	}
+	return nil, false
+}
 
 // set sets key, keeping its first place.
 func (o *object) set(key string, v any) {
-	if _, ok := o.vals[key]; !ok {
-		o.keys = append(o.keys, key)
+	for i, k := range o.keys {
+		if k == key {
+			o.vals[i] = v
+			return
+		}
 	}
-	o.vals[key] = v
+	o.keys = append(o.keys, key)
+	o.vals = append(o.vals, v)
 }
 
-// MarshalJSON writes the object with its keys in order.
+// MarshalJSON writes the object, and everything in it, in one pass.
 func (o *object) MarshalJSON() ([]byte, error) {
 	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	buf.WriteByte('{')
-	for i, k := range o.keys {
-		if i > 0 {
-			buf.WriteByte(',')
-		}
-		if err := enc.Encode(k); err != nil {
-			return nil, err
-		}
-		buf.Truncate(buf.Len() - 1) // Encode's newline
-		buf.WriteByte(':')
-		if err := enc.Encode(o.vals[k]); err != nil {
-			return nil, err
-		}
-		buf.Truncate(buf.Len() - 1)
+	if err := writeValue(&buf, o); err != nil {
+		return nil, err
 	}
-	buf.WriteByte('}')
 	return buf.Bytes(), nil
+}
+
+// writeValue writes v as JSON: objects and lists here, anything else
+// (strings, numbers, Booleans, the resources' own maps) as encoding/json
+// writes it.
+func writeValue(buf *bytes.Buffer, v any) error {
+	switch v := v.(type) {
+	case *object:
+		buf.WriteByte('{')
+		for i, k := range v.keys {
+			if i > 0 {
+				buf.WriteByte(',')
+			}
+			if err := writeLeaf(buf, k); err != nil {
+				return err
+			}
+			buf.WriteByte(':')
+			if err := writeValue(buf, v.vals[i]); err != nil {
+				return err
+			}
+		}
+		buf.WriteByte('}')
+		return nil
+	case []any:
+		buf.WriteByte('[')
+		for i, item := range v {
+			if i > 0 {
+				buf.WriteByte(',')
+			}
+			if err := writeValue(buf, item); err != nil {
+				return err
+			}
+		}
+		buf.WriteByte(']')
+		return nil
+	}
+	return writeLeaf(buf, v)
+}
+
+// writeLeaf writes a value that holds no answer object.
+func writeLeaf(buf *bytes.Buffer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	buf.Write(b)
+	return nil
 }
 
 // target is where a selection's fields go: an object, or, under @flatten,
@@ -65,7 +111,7 @@ func (t target) put(f *ast.Field, path []string, key string, values []any, singl
 	key += t.suffix
 	if t.flat {
 		if singleton {
-			_, taken := t.obj.vals[key]
+			_, taken := t.obj.get(key)
 			if len(values) > 1 || (taken && len(values) > 0) {
 				return errorAt(f.Position, path, "@singleton field %q has more than one value", key)
 			}
@@ -77,7 +123,8 @@ func (t target) put(f *ast.Field, path []string, key string, values []any, singl
 		if len(values) == 0 {
 			return nil
 		}
-		list, _ := t.obj.vals[key].([]any)
+		old, _ := t.obj.get(key)
+		list, _ := old.([]any)
 		t.obj.set(key, append(list, values...))
 		return nil
 	}
@@ -88,7 +135,7 @@ func (t target) put(f *ast.Field, path []string, key string, values []any, singl
 	if single {
 		v = values[0]
 	}
-	old, taken := t.obj.vals[key]
+	old, taken := t.obj.get(key)
 	if !taken {
 		t.obj.set(key, v)
 		return nil
