@@ -413,6 +413,7 @@ func TestGraphQLBounds(t *testing.T) {
 	}{
 		{"too deep", e, "{ Patient(id: \"p1\") {\n  name { period { extension { extension { url } } } } } }", 2, 31, "Patient.name.period.extension.extension", "deeper than 4"},
 		{"too many resources", e, "{ PatientList(_count: 5) { id } }", 1, 3, "PatientList", "more than 3 resources"},
+		{"a fragment that spreads itself", e, "{ Patient(id: \"p1\") { ...f } }\nfragment f on Patient { id ...f }", 2, 25, "Patient.id", "deeper than 4"},
 		{"too long", slow, "{ PatientList { id } }", 1, 3, "", "longer than"},
 	}
 	for _, c := range cases {
