@@ -39,7 +39,7 @@ func part(body, tag string) string {
 }
 
 // suiteCases reads the official cases.
-func suiteCases(t *testing.T) []patchCase {
+func suiteCases(t testing.TB) []patchCase {
 	data, err := os.ReadFile("../../testdata/fhirpatch/fhir-patch-tests.xml")
 	if err != nil {
 		t.Fatal(err)
