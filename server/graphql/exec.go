@@ -167,7 +167,7 @@ func (x *executor) emit(parent node, typ string, repeats bool, f *ast.Field, val
 	case !complexType && len(f.SelectionSet) > 0:
 		return errorAt(f.Position, path, "%q is a %s, which has no fields to select", f.Name, typ)
 	}
-	if len(vals) == 0 && complexType && typ != anyResource {
+	if len(vals) == 0 && complexType && typ != anyResource && !isMeta(typ) {
 		// The names of an absent element's selection are checked all the same.
 		vals = []any{map[string]any{}}
 		parent.dry = true
