@@ -290,7 +290,7 @@ func (e *Engine) tenant(name string) *tenant {
 		return t
 	}
 	t = &tenant{name: name, wake: make(chan struct{}, 1), subs: map[string]*spec{}, workers: map[string]*worker{}, requested: map[string]time.Time{},
-		events: &numbering{last: map[string]int64{}}, known: map[string]time.Time{}}
+		events: &numbering{last: map[string]int64{}, pending: map[string]*pendingEvents{}}, known: map[string]time.Time{}}
 	e.tenants[name] = t
 	if e.ctx.Err() == nil {
 		e.wg.Add(1)

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -160,4 +161,65 @@ func report(b *testing.B, d []time.Duration, name string) {
 	b.ReportMetric(ms(sum/time.Duration(len(d))), name+"-mean-ms")
 	b.ReportMetric(ms(d[len(d)/2]), name+"-p50-ms")
 	b.ReportMetric(ms(d[len(d)*99/100]), name+"-p99-ms")
+}
+
+// BenchmarkWritesWithTopicSubscriptions is BenchmarkWritesWithSubscriptions
+// for topic-based subscriptions: 4 clients create finished Encounters with
+// 0 or 100 active subscriptions to the visit-complete topic, each filtered
+// on a patient of its own, writes that none matches and writes that each
+// match one (spread over the patients), delivered to a rest-hook receiver
+// on loopback; for those the timer stops once every notification arrived.
+//
+//	go test ./server/subscription -run '^$' -bench WritesWithTopicSubscriptions -benchtime 1000x
+func BenchmarkWritesWithTopicSubscriptions(b *testing.B) {
+	for _, c := range []struct {
+		subs    int
+		matched bool
+	}{{0, false}, {100, false}, {100, true}} {
+		b.Run(fmt.Sprintf("subs=%d/matched=%v", c.subs, c.matched), func(b *testing.B) {
+			e := newEnv(b)
+			e.storeTopic()
+			rcv := newReceiver(b)
+			var patients, ids []string
+			for i := range c.subs {
+				patient := e.create("Patient", `{"resourceType":"Patient"}`)
+				patients = append(patients, patient)
+				ids = append(ids, e.create("Subscription", topicSub{channel: "rest-hook", endpoint: rcv.url(fmt.Sprintf("/s%d", i)), content: "id-only",
+					filter: "Encounter?patient=Patient/" + patient}.json()))
+			}
+			for _, id := range ids {
+				e.waitStatus(id, "active")
+			}
+			time.Sleep(time.Second)
+			before := len(rcv.deliveries())
+			b.ResetTimer()
+			start, cpu0 := time.Now(), cpuTime()
+			var wg sync.WaitGroup
+			for w := range 4 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := w; i < b.N; i += 4 {
+						target := "none"
+						if c.matched {
+							target = patients[i%len(patients)]
+						}
+						if r := e.do(http.MethodPost, "/Encounter", encounter(target, "finished")); r.Status != http.StatusCreated {
+							b.Errorf("create: %d %s", r.Status, r.Body)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			written := time.Since(start)
+			for c.matched && len(rcv.deliveries())-before < b.N {
+				time.Sleep(5 * time.Millisecond)
+			}
+			b.StopTimer()
+			b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-µs/write")
+			b.ReportMetric(float64(b.N)/written.Seconds(), "writes/s")
+			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "delivered/s")
+		})
+	}
 }

@@ -22,6 +22,7 @@ import (
 // allowed attempt puts the subscription in error; its events wait.
 func (w *worker) runTopic() {
 	e, ctx := w.e, w.e.ctx
+	t := e.tenant(w.tenant)
 	cursor, lastSent := int64(-1), time.Now()
 	attempts, gapSeen := 0, false
 	var retryAt time.Time
@@ -36,7 +37,10 @@ func (w *worker) runTopic() {
 			cursor, err = e.st.TopicCursor(ctx, w.tenant, w.id)
 		}
 		if err == nil && cursor >= 0 {
-			events, err = e.st.TopicEvents(ctx, w.tenant, w.id, cursor+1, 0, sp.topic.maxCount)
+			var ok bool
+			if events, ok = t.events.take(w.id, cursor, sp.topic.maxCount); !ok {
+				events, err = e.st.TopicEvents(ctx, w.tenant, w.id, cursor+1, 0, sp.topic.maxCount)
+			}
 		}
 		if err != nil {
 			if ctx.Err() == nil {

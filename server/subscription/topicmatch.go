@@ -22,6 +22,61 @@ import (
 type numbering struct {
 	mu   sync.Mutex
 	last map[string]int64
+	// pending are the events recorded since each worker last read the
+	// log, handed over in memory (absent: the worker reads the log).
+	pending map[string]*pendingEvents
+}
+
+// pendingEvents are a subscription's events not yet taken by its worker;
+// overflow says some were left out (the log has them).
+type pendingEvents struct {
+	list     []*store.TopicEvent
+	overflow bool
+}
+
+// maxPending bounds the events held in memory per subscription.
+const maxPending = 1000
+
+// pend hands recorded events to their workers.
+func (n *numbering) pend(events []*store.TopicEvent) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, ev := range events {
+		p := n.pending[ev.Subscription]
+		switch {
+		case p == nil: // its worker reads the log
+		case len(p.list) >= maxPending:
+			p.overflow = true
+		default:
+			p.list = append(p.list, ev)
+		}
+	}
+}
+
+// take returns up to max events that follow cursor from memory; ok is
+// false when the worker must read the log instead (it then has the
+// events recorded from now on handed over in memory).
+func (n *numbering) take(id string, cursor int64, max int) (events []*store.TopicEvent, ok bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	p := n.pending[id]
+	if p == nil || p.overflow {
+		n.pending[id] = &pendingEvents{}
+		return nil, false
+	}
+	for len(p.list) > 0 && p.list[0].Number <= cursor {
+		p.list = p.list[1:]
+	}
+	if len(p.list) == 0 {
+		p.list = nil
+		return nil, true
+	}
+	if p.list[0].Number != cursor+1 {
+		n.pending[id] = &pendingEvents{}
+		return nil, false
+	}
+	events = contiguous(p.list[:min(max, len(p.list))], cursor)
+	return append([]*store.TopicEvent(nil), events...), true
 }
 
 // lastEvent is the number of a subscription's last recorded event.
@@ -49,6 +104,7 @@ func (e *Engine) lastEvent(ctx context.Context, t *tenant, id string) (int64, er
 func (e *Engine) forgetTopicSub(ctx context.Context, t *tenant, id string) {
 	t.events.mu.Lock()
 	delete(t.events.last, id)
+	delete(t.events.pending, id)
 	t.events.mu.Unlock()
 	if err := e.st.DropTopicEvents(ctx, t.name, id); err != nil {
 		e.log.Warn("drop topic events", zap.String("tenant", t.name), zap.String("subscription", id), zap.Error(err))
@@ -176,6 +232,7 @@ func (e *Engine) numberEvents(ctx context.Context, t *tenant, subs []*spec, chan
 		t.events.last[id] = n
 	}
 	t.events.mu.Unlock()
+	t.events.pend(events)
 	e.stats.queued(t.name, len(events))
 	return events, nil
 }
