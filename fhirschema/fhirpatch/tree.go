@@ -15,10 +15,22 @@ import (
 // json.Number, as the FHIRPath engine reads it) that remembers the key
 // order of each object, so that a patched resource keeps its layout.
 type tree struct {
-	order map[uintptr][]string
+	order map[uintptr]keyOrder
 }
 
-func newTree() *tree { return &tree{order: map[uintptr][]string{}} }
+// keyOrder is the key order of one object; it holds the object, so that
+// no other takes its address while the tree lives.
+type keyOrder struct {
+	obj  map[string]any
+	keys []string
+}
+
+func newTree() *tree { return &tree{order: map[uintptr]keyOrder{}} }
+
+// setOrder records the key order of m.
+func (t *tree) setOrder(m map[string]any, keys []string) {
+	t.order[id(m)] = keyOrder{obj: m, keys: keys}
+}
 
 // id is the identity of an object: the same map wherever it is reached.
 func id(m map[string]any) uintptr { return reflect.ValueOf(m).Pointer() }
@@ -108,7 +120,7 @@ func (d *decoder) object(depth int) (any, error) {
 	m := map[string]any{}
 	var keys []string
 	if d.expect('}') {
-		d.tree.order[id(m)] = keys
+		d.tree.setOrder(m, keys)
 		return m, nil
 	}
 	for {
@@ -135,7 +147,7 @@ func (d *decoder) object(depth int) (any, error) {
 			continue
 		}
 		if d.expect('}') {
-			d.tree.order[id(m)] = keys
+			d.tree.setOrder(m, keys)
 			return m, nil
 		}
 		return nil, d.errorf("expected ',' or '}' in an object")
@@ -207,14 +219,14 @@ func (d *decoder) number() (any, error) {
 // set sets key of m, a new key after the others.
 func (t *tree) set(m map[string]any, key string, v any) {
 	if _, ok := m[key]; !ok {
-		t.order[id(m)] = append(t.order[id(m)], key)
+		t.setOrder(m, append(t.order[id(m)].keys, key))
 	}
 	m[key] = v
 }
 
 // keys are the keys of m in order: as read or set, then any others sorted.
 func (t *tree) keys(m map[string]any) []string {
-	order := t.order[id(m)]
+	order := t.order[id(m)].keys
 	out := make([]string, 0, len(m))
 	for _, k := range order {
 		if _, ok := m[k]; ok && !slices.Contains(out, k) {
