@@ -11,8 +11,12 @@ import (
 )
 
 // listCount is the page size of a [type]List without _count: a list is
-// one page, so it asks for the largest.
-const listCount = "100"
+// one page, so it asks for the largest. A connection pages as a REST
+// search does, connectionCount at a time.
+const (
+	listCount       = "100"
+	connectionCount = "10"
+)
 
 // searchKind is what a search field answers.
 type searchKind struct {
@@ -119,7 +123,11 @@ func (x *executor) search(n node, f *ast.Field, t target, depth int, path []stri
 			params.Set("_cursor", store)
 		}
 	}
-	if !k.connection && params.Get("_count") == "" {
+	switch {
+	case params.Get("_count") != "":
+	case k.connection:
+		params.Set("_count", connectionCount)
+	default:
 		params.Set("_count", listCount)
 	}
 	page, err := x.b.Search(x.ctx, k.typ, params)
@@ -160,10 +168,7 @@ func argumentOf(f *ast.Field, err error) ast.Selection {
 // connection is the value of a [type]Connection: the page's edges, its
 // place and the cursors of the pages around it.
 func connection(page *Page, vals []any, offset int, params url.Values) map[string]any {
-	size := len(vals)
-	if n, err := strconv.Atoi(params.Get("_count")); err == nil {
-		size = n
-	}
+	size, _ := strconv.Atoi(params.Get("_count"))
 	edges := make([]any, len(vals))
 	for i, v := range vals {
 		edges[i] = map[string]any{"mode": "match", "resource": v}
