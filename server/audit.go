@@ -21,6 +21,7 @@ import (
 // take, and how long a request may wait for its record before the trail
 // counts it as falling behind (and logs it, at most once per auditWarnEvery).
 const (
+	auditQueue      = 10000
 	auditWriters    = 2
 	auditBatch      = 500
 	auditRetries    = 3
@@ -28,6 +29,9 @@ const (
 	auditSlow       = 100 * time.Millisecond
 	auditWarnEvery  = 10 * time.Second
 )
+
+// errAuditClosed: the trail was closed before the request ended.
+var errAuditClosed = errors.New("audit trail: closed")
 
 // auditClientKey holds the id of a client that authenticated at the token
 // endpoint, for its audit record.
@@ -41,20 +45,20 @@ type pendingAudit struct {
 	done   chan struct{}
 }
 
-// auditor stores each request's record in its tenant's database before
-// the request ends: a compact row per request (store.Audit), written in
-// batches of whatever records are waiting when a writer takes its turn
-// (group commit), so that a request waits about one write. Records the
+// auditor spools each request's record in its tenant's database before
+// the request ends (see auditindex.go for what becomes of it), in batches
+// of whatever records are waiting when a writer takes its turn (group
+// commit), so that a request waits about one small write. Records the
 // database refuses, auditRetries times, are logged in full at error level.
 // When the database falls behind, requests wait longer rather than records
 // being dropped: the metrics count the requests that waited more than
-// auditSlow (fhirstore_audit_queue_waits_total) and the log says so. The
-// queue holds at most Config.AuditBacklog records; past them requests wait
-// for room.
+// auditSlow for their record (fhirstore_audit_queue_waits_total) and the
+// log says so.
 type auditor struct {
 	store   *store.Store
 	log     *zap.Logger
 	indexer *auditIndexer
+	file    *auditLog // where records wait, when set; else the tenants' spools
 	queue   chan *pendingAudit
 	wg      sync.WaitGroup
 	done    chan struct{}
@@ -66,8 +70,8 @@ type auditor struct {
 	warned                 atomic.Int64 // when the trail last logged that it falls behind
 }
 
-func newAuditor(st *store.Store, log *zap.Logger, indexer *auditIndexer, backlog int) *auditor {
-	a := &auditor{store: st, log: log, indexer: indexer, queue: make(chan *pendingAudit, backlog), done: make(chan struct{})}
+func newAuditor(st *store.Store, log *zap.Logger, indexer *auditIndexer, file *auditLog) *auditor {
+	a := &auditor{store: st, log: log, indexer: indexer, file: file, queue: make(chan *pendingAudit, auditQueue), done: make(chan struct{})}
 	for range auditWriters {
 		a.wg.Add(1)
 		go a.run()
@@ -76,12 +80,21 @@ func newAuditor(st *store.Store, log *zap.Logger, indexer *auditIndexer, backlog
 	return a
 }
 
-// record stores r in tenant's database and returns once it is stored.
+// record spools r in tenant's database and returns once it is durable.
 func (a *auditor) record(tenant string, r store.AuditRecord) {
-	p := &pendingAudit{tenant: tenant, rec: r, done: make(chan struct{})}
+	if a.closing.Load() { // a request after Close: nothing writes records any more
+		a.lost(tenant, r, errAuditClosed)
+		return
+	}
 	start := time.Now()
-	a.queue <- p
-	<-p.done
+	if a.file != nil { // a write of its own: cheaper than handing it to a writer
+		a.indexer.waitForRoom(a.closing.Load)
+		a.logRecords(tenant, []store.AuditRecord{r})
+	} else {
+		p := &pendingAudit{tenant: tenant, rec: r, done: make(chan struct{})}
+		a.queue <- p
+		<-p.done
+	}
 	if took := time.Since(start); took > auditSlow {
 		a.waits.Add(1)
 		a.waited.Add(int64(took))
@@ -157,20 +170,53 @@ func (a *auditor) flush(batch []*pendingAudit) {
 	}
 }
 
-// write stores one tenant's records in one write, retrying a failed write
+// write spools one tenant's records in one write, once the backlog is
+// under its cap or the trail is closing, retrying a failed write
 // auditRetries times before the records are logged as lost.
 func (a *auditor) write(tenant string, list []*pendingAudit) {
-	recs := make([]store.AuditRecord, len(list))
-	for i, p := range list {
-		recs[i] = p.rec
+	recs := make([]store.AuditRecord, 0, len(list))
+	spooled := make([]store.SpoolRecord, 0, len(list))
+	for _, p := range list {
+		sr, err := p.rec.SpoolRecord()
+		if err != nil {
+			a.lost(tenant, p.rec, err)
+			continue
+		}
+		recs, spooled = append(recs, p.rec), append(spooled, sr)
+	}
+	a.indexer.waitForRoom(a.closing.Load)
+	if a.file != nil {
+		a.logRecords(tenant, recs)
+		return
 	}
 	for attempt := 1; ; attempt++ {
 		ctx, cancel := context.WithTimeout(context.Background(), auditWriteLimit)
-		err := a.store.Audit(ctx, tenant, recs)
+		err := a.store.Spool(ctx, tenant, spooled)
 		cancel()
 		if err == nil {
 			a.stored.Add(int64(len(recs)))
-			a.indexer.indexed.Add(int64(len(recs)))
+			a.indexer.add(tenant, int64(len(recs)))
+			return
+		}
+		if attempt == auditRetries {
+			for _, r := range recs {
+				a.lost(tenant, r, err)
+			}
+			return
+		}
+		time.Sleep(time.Duration(attempt) * 100 * time.Millisecond)
+	}
+}
+
+// logRecords appends records to the trail's log, retrying a failed write
+// auditRetries times before they are logged as lost, and hands them to
+// the converter.
+func (a *auditor) logRecords(tenant string, recs []store.AuditRecord) {
+	for attempt := 1; ; attempt++ {
+		err := a.file.append(recs)
+		if err == nil {
+			a.stored.Add(int64(len(recs)))
+			a.indexer.push(recs)
 			return
 		}
 		if attempt == auditRetries {
@@ -245,7 +291,7 @@ func (s *Server) audit(c *gin.Context) {
 	s.recordAudit(c, start)
 }
 
-// recordAudit stores the audit record of an answered request whose tenant
+// recordAudit spools the audit record of an answered request whose tenant
 // the host named, before the response ends. Requests for tenants that do
 // not exist have no database to be recorded in and are skipped.
 func (s *Server) recordAudit(c *gin.Context, start time.Time) {

@@ -157,7 +157,7 @@ func TestAuditTrailIsReadLikeAnyResource(t *testing.T) {
 	if r := e.get("/AuditEvent/" + evID + "/_history/1"); r.Status != http.StatusOK {
 		t.Fatalf("AuditEvent/%s/_history/1: %d %s", evID, r.Status, r.Body)
 	}
-	if n := searchTotal(t, e, "/AuditEvent?agent-name=dev&outcome=0&date=ge2000-01-01&_summary=count"); n < 4 {
+	if n := searchTotal(t, e, "/AuditEvent?agent:identifier=dev&outcome=0&date=ge2000-01-01&_summary=count"); n < 4 {
 		t.Fatalf("%d AuditEvents of dev's successful requests, want at least the 4 above", n)
 	}
 	// The trail has no full-text index (_content, _text): its records are
@@ -243,7 +243,7 @@ func TestAuditTrailOfTheTokenEndpoint(t *testing.T) {
 	}
 	closeAudit(t, e)
 	var granted, refused int
-	for _, ev := range auditEvents(t, e, "altid="+id) {
+	for _, ev := range auditEvents(t, e, "agent:identifier="+id) {
 		if ev["outcome"] == "0" {
 			granted++
 		}

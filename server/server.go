@@ -41,10 +41,14 @@ type Config struct {
 	// Audit, when set, records every FHIR and REST request as an AuditEvent
 	// in its tenant's database (see Server.Close).
 	Audit bool
-	// AuditBacklog is how many audit records may wait to be written
-	// before requests wait for room (each request waits for its own
-	// record); 0 means DefaultAuditBacklog.
+	// AuditBacklog is how many spooled audit records may wait to become
+	// audit rows before the trail spools no faster than it converts
+	// (requests wait for room); 0 means DefaultAuditBacklog.
 	AuditBacklog int
+	// AuditSpoolDir, when set, is where audit records wait to become
+	// audit rows: a log appended to before each request ends (auditlog.go);
+	// otherwise they wait in each tenant's spool.
+	AuditSpoolDir string
 	// AuditRetention, when positive, is how long the trail's records are
 	// kept: older ones are purged at the start and every hour.
 	AuditRetention time.Duration
@@ -88,6 +92,7 @@ type Server struct {
 
 	activity *activity     // when requests last started or ended
 	indexer  *auditIndexer // converts spooled audit records, purges old ones
+	auditLog *auditLog     // where audit records wait (Config.AuditSpoolDir), if set
 }
 
 // New builds the HTTP handler tree.
@@ -111,9 +116,16 @@ func New(cfg Config, st *store.Store, authn auth.Authenticator, logger *zap.Logg
 		cfg.AuditBacklog = DefaultAuditBacklog
 	}
 	s := &Server{cfg: cfg, store: st, auth: authn, log: logger, tenants: newTenantCache(cfg.TenantCacheTTL), activity: &activity{}}
-	s.indexer = newAuditIndexer(st, logger, cfg.AuditRetention) // also for records spooled before a start with the trail off
+	var left []store.AuditRecord
+	if cfg.AuditSpoolDir != "" {
+		var err error
+		if s.auditLog, left, err = openAuditLog(cfg.AuditSpoolDir, logger); err != nil {
+			logger.Error("audit trail: its log cannot be opened; records are spooled in the tenants' databases", zap.Error(err))
+		}
+	}
+	s.indexer = newAuditIndexer(st, logger, int64(cfg.AuditBacklog), cfg.AuditRetention, s.auditLog, left) // also for records spooled before a start with the trail off
 	if cfg.Audit {
-		s.auditor = newAuditor(st, logger, s.indexer, cfg.AuditBacklog)
+		s.auditor = newAuditor(st, logger, s.indexer, s.auditLog)
 		if cfg.Metrics != nil {
 			cfg.Metrics.audit.Store(s.auditor)
 		}
@@ -122,16 +134,19 @@ func New(cfg Config, st *store.Store, authn auth.Authenticator, logger *zap.Logg
 	return s
 }
 
-// Close spools the audit records still queued and turns the spooled ones
-// into AuditEvents, waiting at most until ctx ends (records left spooled
-// become AuditEvents after the next start); call it after the HTTP server
-// has shut down.
+// Close spools the audit records still queued and converts the spooled
+// ones into audit rows, waiting at most until ctx ends (records left
+// spooled are converted after the next start); call it after the HTTP
+// server has shut down.
 func (s *Server) Close(ctx context.Context) error {
 	var err error
 	if s.auditor != nil {
 		err = s.auditor.close(ctx)
 	}
-	s.indexer.close()
+	s.indexer.close(ctx)
+	if s.auditLog != nil {
+		err = errors.Join(err, s.auditLog.close())
+	}
 	return err
 }
 

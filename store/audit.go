@@ -13,7 +13,6 @@ import (
 	"github.com/google/uuid"
 	"go.mongodb.org/mongo-driver/v2/bson"
 
-	"fhirstore/search"
 	"fhirstore/store/engine"
 )
 
@@ -118,6 +117,7 @@ func (s *Store) Audit(ctx context.Context, tenant string, records []AuditRecord)
 	if err != nil && engine.IsDuplicateKey(err) {
 		err = nil
 	}
+	s.changed(tenant, auditType) // remembered counts of AuditEvent searches are stale
 	return dbError("store audit records", err)
 }
 
@@ -138,13 +138,15 @@ func (r *AuditRecord) time() time.Time {
 }
 
 // auditParams are the AuditEvent search parameters a record's row holds
-// values of: searches by others find the trail's records through these
-// only.
-var auditParams = []string{"action", "agent", "agent-name", "altid", "date", "entity", "outcome", "patient", "site", "subtype", "type"}
+// values of: searches by others (agent-name, altid, site...) find the
+// trail's records through these only. Each value is an index entry
+// written per request, so they are few.
+var auditParams = []string{"_lastUpdated", "action", "agent", "date", "entity", "outcome", "patient", "subtype", "type"}
 
 // idx is the search values of r's AuditEvent (see package search for
 // their shapes), as Extract makes them of the rendered resource for
-// auditParams.
+// auditParams (the type's display text aside: every record's type is
+// "rest").
 func (r *AuditRecord) idx(at time.Time) bson.D {
 	var idx bson.D
 	token := func(code, system, value string) {
@@ -155,12 +157,9 @@ func (r *AuditRecord) idx(at time.Time) bson.D {
 	}
 	if r.Subject != "" {
 		idx = append(idx, bson.E{Key: "agent:identifier", Value: []string{r.issuerOrLocal() + "|" + r.Subject, r.Subject}})
-		idx = append(idx, bson.E{Key: "agent-name", Value: []string{search.Fold(r.Subject)}}, bson.E{Key: "agent-name:exact", Value: []string{r.Subject}})
 	}
-	if r.ClientID != "" {
-		idx = append(idx, bson.E{Key: "altid", Value: []string{"|" + r.ClientID, r.ClientID}})
-	}
-	idx = append(idx, bson.E{Key: "date", Value: bson.D{{Key: "lo", Value: at}, {Key: "hi", Value: at.Add(time.Millisecond - time.Nanosecond)}}})
+	instant := bson.D{{Key: "lo", Value: at}, {Key: "hi", Value: at.Add(time.Millisecond - time.Nanosecond)}}
+	idx = append(idx, bson.E{Key: "_lastUpdated", Value: bson.A{instant}}, bson.E{Key: "date", Value: instant})
 	if refs := r.entityRefs(); len(refs) > 0 {
 		idx = append(idx, bson.E{Key: "entity", Value: refs})
 	}
@@ -168,14 +167,10 @@ func (r *AuditRecord) idx(at time.Time) bson.D {
 	if r.Patient != "" {
 		idx = append(idx, bson.E{Key: "patient", Value: []string{"Patient/" + r.Patient, r.Patient}})
 	}
-	if r.Site != "" {
-		idx = append(idx, bson.E{Key: "site", Value: []string{"|" + r.Site, r.Site}})
-	}
 	if r.Interaction != "" {
 		token("subtype", "http://hl7.org/fhir/restful-interaction", r.Interaction)
 	}
 	token("type", auditRESTType.System, auditRESTType.Code)
-	idx = append(idx, bson.E{Key: "type:text", Value: []string{"restful operation"}})
 	return idx
 }
 
@@ -313,7 +308,7 @@ func (s *Store) PurgeAudit(ctx context.Context, tenant string, before time.Time,
 		for i, d := range ids {
 			keys[i] = d.ID
 		}
-		n, err := s.deleteAuditRows(ctx, coll, keys)
+		n, err := s.deleteAuditRows(ctx, tenant, coll, keys)
 		purged += n
 		if err != nil {
 			return purged, err
@@ -323,8 +318,26 @@ func (s *Store) PurgeAudit(ctx context.Context, tenant string, before time.Time,
 }
 
 // deleteAuditRows removes the audit rows of keys.
-func (s *Store) deleteAuditRows(ctx context.Context, coll engine.Collection, keys []string) (int64, error) {
+func (s *Store) deleteAuditRows(ctx context.Context, tenant string, coll engine.Collection, keys []string) (int64, error) {
 	defer s.beginWrite()()
 	n, err := coll.DeleteMany(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: keys}}}, {Key: "audit", Value: bson.D{{Key: "$exists", Value: true}}}})
+	s.changed(tenant, auditType)
 	return n, dbError("purge audit records", err)
+}
+
+// SpoolRecord is r as it waits in its tenant's spool to become its row
+// (see DrainSpool), keyed by its key (a new one when it has none).
+func (r *AuditRecord) SpoolRecord() (SpoolRecord, error) {
+	if r.Key == "" {
+		key, err := NewAuditKey()
+		if err != nil {
+			return SpoolRecord{}, err
+		}
+		r.Key = key
+	}
+	data, err := json.Marshal(r)
+	if err != nil {
+		return SpoolRecord{}, fmt.Errorf("encode audit record %s: %w", r.Key, err)
+	}
+	return SpoolRecord{Key: r.Key, Data: data}, nil
 }
