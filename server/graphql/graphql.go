@@ -86,6 +86,7 @@ type Error struct {
 	Err    error
 }
 
+// Error is the message with its line and column.
 func (e *Error) Error() string {
 	if e.Line > 0 {
 		return fmt.Sprintf("%s (line %d, column %d)", e.Msg, e.Line, e.Column)
@@ -105,6 +106,7 @@ type ParamError struct {
 	Err   error
 }
 
+// Error is the backend's message.
 func (e *ParamError) Error() string { return e.Err.Error() }
 
 // Unwrap returns the backend's error.
