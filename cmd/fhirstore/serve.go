@@ -30,7 +30,7 @@ import (
 // indexes exist from the moment a tenant is created.
 var specTypes = []string{"Patient", "QuestionnaireResponse", "Practitioner", "EpisodeOfCare", "DiagnosticReport", "CarePlan", "List", "Questionnaire"}
 
-var serveFlags = []string{"addr", "data-dir", "base-domain", "default-tenant", "mongodb-uri", "max-body-bytes", "max-bundle-entries", "txn-recovery-age", "txn-recovery-attempts", "export-dir", "export-expiry", "export-max-jobs", "export-file-bytes", "export-workers", "sql-timeout", "sql-max-rows", "sql-max-bytes", "sql-cache-bytes", "db-cache-bytes", "db-mmap-bytes", "memory-limit-bytes", "unknown-profiles", "required-profiles", "subscription-endpoints", "subscription-attempts", "subscription-timeout", "subscription-backoff", "log-level", "shutdown-timeout", "read-header-timeout", "read-timeout", "metrics", "audit", "audit-backlog", "backup-dir", "backup-every", "backup-keep", "dev", "issuer", "issuer-jwks-url", "issuer-jwks-file", "issuer-tenants", "audience", "issuer-config", "token-issuer", "token-ttl", "clock-skew"}
+var serveFlags = []string{"addr", "data-dir", "base-domain", "default-tenant", "mongodb-uri", "max-body-bytes", "max-bundle-entries", "txn-recovery-age", "txn-recovery-attempts", "export-dir", "export-expiry", "export-max-jobs", "export-file-bytes", "export-workers", "sql-timeout", "sql-max-rows", "sql-max-bytes", "sql-cache-bytes", "db-cache-bytes", "db-mmap-bytes", "memory-limit-bytes", "unknown-profiles", "required-profiles", "subscription-endpoints", "subscription-attempts", "subscription-timeout", "subscription-backoff", "log-level", "shutdown-timeout", "read-header-timeout", "read-timeout", "metrics", "audit", "audit-backlog", "audit-retention", "backup-dir", "backup-every", "backup-keep", "dev", "issuer", "issuer-jwks-url", "issuer-jwks-file", "issuer-tenants", "audience", "issuer-config", "token-issuer", "token-ttl", "clock-skew"}
 
 // serve runs the server until ctx is cancelled (SIGINT or SIGTERM).
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -64,6 +64,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	auditBacklog, err := cfg.int64("audit-backlog")
 	if err != nil {
 		return err
+	}
+	auditRetention, err := time.ParseDuration(cfg.str("audit-retention"))
+	if err != nil || auditRetention < 0 {
+		return fmt.Errorf("--audit-retention: %q is not a duration such as 8760h, or 0 to keep every record", cfg.str("audit-retention"))
 	}
 
 	recoveryAge, err := cfg.duration("txn-recovery-age")
@@ -179,7 +183,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return c.Tenant, true
 	}, Store: db.store, Registry: registry, Logger: logger, Allows: server.Allows})
 	srvCfg := server.Config{BaseDomain: cfg.str("base-domain"), DefaultTenant: cfg.str("default-tenant"), MaxBodyBytes: maxBody,
-		MaxBundleEntries: int(maxEntries), Version: version, REST: rest, Registry: registry, Metrics: metrics, Audit: withAudit, AuditBacklog: int(auditBacklog),
+		MaxBundleEntries: int(maxEntries), Version: version, REST: rest, Registry: registry, Metrics: metrics, Audit: withAudit, AuditBacklog: int(auditBacklog), AuditSpoolDir: dataDir, AuditRetention: auditRetention,
 		SubscriptionChannels: []string{subscription.RestHook, subscription.Websocket}, Topics: subs}
 	if verifier.Local, err = localIssuer(ctx, cfg, db.store); err != nil {
 		return err
