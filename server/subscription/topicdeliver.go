@@ -40,6 +40,9 @@ func (w *worker) runTopic() {
 			var ok bool
 			if events, ok = t.events.take(w.id, cursor, sp.topic.maxCount); !ok {
 				events, err = e.st.TopicEvents(ctx, w.tenant, w.id, cursor+1, 0, sp.topic.maxCount)
+				if len(events) == sp.topic.maxCount {
+					t.events.overflowed(w.id) // the log may hold more than one read took
+				}
 			}
 		}
 		if err != nil {

@@ -53,9 +53,20 @@ func (n *numbering) pend(events []*store.TopicEvent) {
 	}
 }
 
+// overflowed makes the worker of subscription id read the log next time.
+func (n *numbering) overflowed(id string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if p := n.pending[id]; p != nil {
+		p.overflow = true
+	}
+}
+
 // take returns up to max events that follow cursor from memory; ok is
-// false when the worker must read the log instead (it then has the
-// events recorded from now on handed over in memory).
+// false when the worker must read the log instead: the events recorded
+// from now on are handed over in memory, and a read of the log that
+// follows sees every one recorded before (unless it is cut at max, when
+// the worker calls overflowed).
 func (n *numbering) take(id string, cursor int64, max int) (events []*store.TopicEvent, ok bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
