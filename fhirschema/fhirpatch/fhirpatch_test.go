@@ -36,6 +36,9 @@ func TestOperationsChangeWhatTheyNameAndNothingElse(t *testing.T) {
 	for _, tc := range []struct {
 		name, resource, patch, want string
 	}{
+		{"a narrative set from a string is written as FHIR writes one: quotes in text as &quot;", `{"resourceType":"Patient","text":{"status":"generated","div":"<div xmlns=\"http://www.w3.org/1999/xhtml\">x</div>"}}`,
+			params(op(kind("replace"), path("Patient.text.div"), value("String", `"<div xmlns=\"http://www.w3.org/1999/xhtml\"><p title=\"a\">Jim \"J\"</p></div>"`))),
+			`{"resourceType":"Patient","text":{"status":"generated","div":"<div xmlns=\"http://www.w3.org/1999/xhtml\"><p title=\"a\">Jim &quot;J&quot;</p></div>"}}`},
 		{"replace keeps the place of the element and the text of numbers", obs,
 			params(op(kind("replace"), path("Observation.status"), value("Code", `"amended"`))),
 			`{"resourceType":"Observation","status":"amended","code":{"text":"weight"},"valueQuantity":{"value":72.50,"unit":"kg"}}`},
@@ -66,9 +69,9 @@ func TestOperationsChangeWhatTheyNameAndNothingElse(t *testing.T) {
 		{"an element selected by a function is found where it is", `{"resourceType":"Patient","identifier":[{"use":"usual","value":"1"},{"use":"official","value":"2"}]}`,
 			params(op(kind("replace"), path("Patient.identifier.where(use = 'official').value"), value("String", `"3"`))),
 			`{"resourceType":"Patient","identifier":[{"use":"usual","value":"1"},{"use":"official","value":"3"}]}`},
-		{"strings with characters JSON escapes come back escaped", `{"resourceType":"Patient","name":[{"text":"a \"b\" \\ é\n"}]}`,
+		{"strings with characters JSON escapes come back escaped, markup as it is", `{"resourceType":"Patient","name":[{"text":"a \"b\" \\ é\n"}]}`,
 			params(op(kind("replace"), path("Patient.name[0].text"), value("String", `"<c> & \"d\""`))),
-			`{"resourceType":"Patient","name":[{"text":"\u003cc\u003e \u0026 \"d\""}]}`},
+			`{"resourceType":"Patient","name":[{"text":"<c> & \"d\""}]}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := fhirpatch.Apply(context.Background(), []byte(tc.resource), []byte(tc.patch))

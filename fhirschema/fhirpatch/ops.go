@@ -169,6 +169,9 @@ func (p *patcher) build(v *value, typ string) (any, any, error) {
 		if v == nil {
 			return nil, nil, nil
 		}
+		if div, ok := v.json.(string); ok && typ == "xhtml" {
+			return serializedXHTML(div), v.ext, nil
+		}
 		return v.json, v.ext, nil
 	}
 	obj := map[string]any{}
@@ -215,4 +218,29 @@ func elementKey(typ, name string, v *value) (key string, repeats bool, elemType 
 		}
 	}
 	return "", false, "", fmt.Errorf("%s has no element %q", typ, name)
+}
+
+// serializedXHTML writes a narrative given as a string as FHIR's
+// serializers write one: quotes in text as &quot; (markup as it is), so
+// that a narrative set by a patch reads as the same narrative sent in a
+// resource.
+func serializedXHTML(div string) string {
+	if !strings.Contains(div, `"`) {
+		return div
+	}
+	var b strings.Builder
+	inTag := false
+	for _, c := range div {
+		switch {
+		case c == '<':
+			inTag = true
+		case c == '>':
+			inTag = false
+		case c == '"' && !inTag:
+			b.WriteString("&quot;")
+			continue
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
 }

@@ -290,12 +290,15 @@ func (t *tree) encode(buf *bytes.Buffer, v any) error {
 }
 
 // writeString writes s as a JSON string: as it is when nothing in it needs
-// escaping, through encoding/json otherwise.
+// escaping, through encoding/json otherwise (its trailing newline cut).
 func writeString(buf *bytes.Buffer, s string) {
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c >= 0x80 {
-			b, _ := json.Marshal(s) // a string always encodes
-			buf.Write(b)
+			// <, > and & as they are: narratives stay readable.
+			enc := json.NewEncoder(buf)
+			enc.SetEscapeHTML(false)
+			_ = enc.Encode(s) // a string always encodes
+			buf.Truncate(buf.Len() - 1)
 			return
 		}
 	}
