@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strings"
 
 	"github.com/gin-gonic/gin"
 	"go.uber.org/zap"
@@ -106,8 +107,16 @@ func writeGraphQL(c *gin.Context, status int, v any) {
 		c.Status(http.StatusInternalServerError)
 		return
 	}
-	c.Data(status, "application/json; charset=utf-8", body)
+	ct := "application/json; charset=utf-8"
+	if strings.Contains(c.GetHeader("Accept"), graphqlResponseType) {
+		ct = graphqlResponseType + "; charset=utf-8"
+	}
+	c.Data(status, ct, body)
 }
+
+// graphqlResponseType is the media type of GraphQL over HTTP's answers,
+// which GraphQL clients may ask for in place of application/json.
+const graphqlResponseType = "application/graphql-response+json"
 
 // graphqlBackend reads and searches for a query with the rights of the
 // request's caller.

@@ -276,6 +276,15 @@ func TestGraphQLRequestForms(t *testing.T) {
 			}
 		})
 	}
+	t.Run("Accept application/graphql-response+json", func(t *testing.T) {
+		r := e.do(request{Method: http.MethodPost, Path: "/$graphql", Body: query, Header: map[string]string{"Content-Type": "application/graphql", "Accept": "application/graphql-response+json"}})
+		if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/graphql-response+json") {
+			t.Fatalf("Content-Type %q, want application/graphql-response+json", ct)
+		}
+		if got := data(t, r); got["Patient"] == nil {
+			t.Fatalf("got %v", got)
+		}
+	})
 	t.Run("an unsupported Content-Type", func(t *testing.T) {
 		r := e.do(request{Method: http.MethodPost, Path: "/$graphql", Body: query, Header: map[string]string{"Content-Type": "text/plain"}})
 		wantGraphQLError(t, r, http.StatusUnsupportedMediaType, 0, 0, "")

@@ -105,7 +105,7 @@ func acceptedFormat(accept string) string {
 		}
 		f := ""
 		switch {
-		case jsonFormats[mt] || mt == "*/*" || mt == "application/*":
+		case jsonFormats[mt] || mt == "*/*" || mt == "application/*" || mt == graphqlResponseType:
 			f = "json"
 		case xmlFormats[mt]:
 			f = formatXML
