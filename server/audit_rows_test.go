@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -216,5 +217,35 @@ func TestAuditRetentionPurgesOldRecords(t *testing.T) {
 	}
 	if r := next.get("/AuditEvent/" + client); r.Status != http.StatusOK {
 		t.Fatalf("the client's AuditEvent after the purge: %d %s", r.Status, r.Body)
+	}
+}
+
+// TestAuditRowsAreExported: $export writes the trail's records as the
+// AuditEvents they are read as, beside the AuditEvents clients wrote.
+func TestAuditRowsAreExported(t *testing.T) {
+	x := newExportEnv(t)
+	at := time.Now().Add(-time.Minute).UnixNano()
+	recs := []store.AuditRecord{
+		{Key: "0190c000-0000-7000-8000-000000000001", At: at, Site: x.tenant, Method: "GET", Path: "/fhir/r4/Patient/p1", Status: 200, Type: "Patient", ID: "p1", Patient: "p1", Interaction: "read", Action: "R", Subject: "nurse"},
+		{Key: "0190c000-0000-7000-8000-000000000002", At: at, Site: x.tenant, Method: "DELETE", Path: "/fhir/r4/Patient/p1", Status: 204, Type: "Patient", ID: "p1", Patient: "p1", Interaction: "delete", Action: "D", Subject: "nurse"},
+	}
+	if err := x.store.Audit(context.Background(), x.tenant, recs); err != nil {
+		t.Fatal(err)
+	}
+	_, lines := x.export("/$export?_type=AuditEvent")
+	got := map[string]map[string]any{}
+	for _, l := range lines["AuditEvent"] {
+		var ev map[string]any
+		if err := json.Unmarshal([]byte(l), &ev); err != nil {
+			t.Fatalf("an exported line is not JSON: %v: %s", err, l)
+		}
+		got[ev["id"].(string)] = ev
+	}
+	if len(got) != 2 {
+		t.Fatalf("%d AuditEvents exported, want 2: %v", len(got), lines)
+	}
+	del := got[recs[1].Key]
+	if del["action"] != "D" || del["resourceType"] != "AuditEvent" || del["entity"].([]any)[0].(map[string]any)["what"].(map[string]any)["reference"] != "Patient/p1" {
+		t.Fatalf("the exported delete: %v", del)
 	}
 }

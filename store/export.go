@@ -171,6 +171,9 @@ func readSnapshot(ctx context.Context, cur engine.Cursor, q SnapshotQuery, post 
 			}
 			b.arena = append(b.arena, d.Resource...)
 			d.Resource, d.Idx = nil, nil
+			if d.Audit != nil { // an audit record, rendered when emitted
+				d.Audit = slices.Clone(d.Audit)
+			}
 			b.rows, b.ends = append(b.rows, d), append(b.ends, len(b.arena))
 		}
 		if len(b.rows) == 0 {
@@ -223,6 +226,8 @@ func snapshotRow(raw bson.Raw) (storedDoc, error) {
 		case "idx":
 			doc, _ := v.DocumentOK()
 			d.Idx = bson.Raw(doc)
+		case "audit":
+			_, d.Audit, _ = v.BinaryOK()
 		}
 	}
 	return d, nil
