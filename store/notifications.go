@@ -251,3 +251,9 @@ func (s *Store) DropTopicEvents(ctx context.Context, tenant, sub string) error {
 	_, err := db.Collection(topicCursorsCollection).DeleteMany(ctx, bson.D{{Key: "_id", Value: sub}})
 	return dbError("drop topic cursor", err)
 }
+
+// PruneTopicEvents removes a subscription's events numbered up to through.
+func (s *Store) PruneTopicEvents(ctx context.Context, tenant, sub string, through int64) error {
+	_, err := s.tenantDB(tenant).Collection(topicEventsCollection).DeleteMany(ctx, bson.D{{Key: "sub", Value: sub}, {Key: "n", Value: bson.D{{Key: "$lte", Value: through}}}})
+	return dbError("prune topic events", err)
+}

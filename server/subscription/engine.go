@@ -71,6 +71,9 @@ type Config struct {
 	BaseURL func(tenant string) string
 	// Sockets tunes the websocket channel (zero fields: defaults).
 	Sockets SocketConfig
+	// KeepEvents is how many delivered events of each topic-based
+	// subscription are kept for $events (default 1000).
+	KeepEvents int
 }
 
 // batchSize bounds the outbox rows read at once.
@@ -190,6 +193,9 @@ func withDefaults(cfg Config) Config {
 	}
 	if cfg.Lease <= 0 {
 		cfg.Lease = 30 * time.Second
+	}
+	if cfg.KeepEvents <= 0 {
+		cfg.KeepEvents = 1000
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()

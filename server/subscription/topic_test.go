@@ -462,3 +462,20 @@ func TestAWebsocketClientThatStopsReadingIsDisconnected(t *testing.T) {
 		t.Errorf("the slow client got all %d messages: it was buffered, not disconnected", read)
 	}
 }
+
+func TestOnlyTheLatestDeliveredEventsAreKept(t *testing.T) {
+	e := newEnv(t, func(c *subscription.Config) { c.KeepEvents = 2 })
+	e.storeTopic()
+	rcv := newReceiver(t)
+	patient := e.create("Patient", `{"resourceType":"Patient"}`)
+	sid := e.create("Subscription", topicSub{channel: "rest-hook", endpoint: rcv.url("/k")}.json())
+	e.waitStatus(sid, subscription.StatusActive)
+	for i := 1; i <= 5; i++ {
+		e.create("Encounter", encounter(patient, "finished"))
+		rcv.wait(t, "the event", func(d []delivery) bool { return len(distinctEvents(notesOf(t, d, "/k", "event-notification"))) >= i })
+	}
+	r := e.do(http.MethodGet, "/Subscription/"+sid+"/$events", "")
+	if n := parseNote(t, string(r.Body)); strings.Join(n.Events, ",") != "3,4,5" || n.Since != "5" {
+		t.Errorf("$events after pruning: %+v, want events 3,4,5 of 5", n)
+	}
+}

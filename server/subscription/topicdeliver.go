@@ -100,6 +100,12 @@ func (w *worker) runTopic() {
 			cursor = -1 // read again: a resend is allowed, a skip is not
 			continue
 		}
+		keep := int64(e.cfg.KeepEvents)
+		if step := min(100, keep); last > keep && last/step != cursor/step { // now and then
+			if err := e.st.PruneTopicEvents(context.WithoutCancel(ctx), w.tenant, w.id, last-keep); err != nil {
+				e.log.Warn("prune topic events", zap.String("tenant", w.tenant), zap.String("subscription", w.id), zap.Error(err))
+			}
+		}
 		cursor = last
 	}
 }
