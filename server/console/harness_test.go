@@ -18,6 +18,7 @@ import (
 	"fhirstore/server"
 	"fhirstore/server/auth"
 	"fhirstore/server/bulkexport"
+	"fhirstore/server/subscription"
 	"fhirstore/store"
 	"fhirstore/store/storetest"
 )
@@ -55,14 +56,46 @@ func newEnv(t testing.TB) *env { t.Helper(); return newEnvExport(t, true) }
 // options changed by mutate.
 func newEnvExport(t testing.TB, export bool, mutate ...func(*store.Options)) *env {
 	t.Helper()
+	return newEnvWith(t, envOptions{export: export, mutate: mutate})
+}
+
+// envOptions say what a test server runs besides the FHIR API.
+type envOptions struct {
+	export        bool // Bulk Data export
+	subscriptions bool // the subscription engine, topic-based subscriptions included
+	mutate        []func(*store.Options)
+}
+
+// newEnvWith is newEnv with the given options.
+func newEnvWith(t testing.TB, o envOptions) *env {
+	t.Helper()
 	opts := db.Options()
 	opts.Exclusive = true
-	for _, m := range mutate {
+	for _, m := range o.mutate {
 		m(&opts)
+	}
+	var topics *subscription.Topics
+	allow, err := subscription.ParseAllowList("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.subscriptions {
+		if topics, err = subscription.NewTopics(db.Registry()); err != nil {
+			t.Fatal(err)
+		}
+		opts.Validate = subscription.TopicValidator(db.Registry(), allow, topics, opts.Validate)
 	}
 	st := db.Open(t, opts)
 	tenant := db.Tenant(t, st)
 	cfg := server.Config{BaseDomain: "localhost", DefaultTenant: tenant, Registry: db.Registry(), Version: "test-version"}
+	if o.subscriptions { // as the server runs them
+		eng, err := subscription.Start(context.Background(), subscription.Config{Store: st, Registry: db.Registry(), Endpoints: allow, Topics: topics, Exclusive: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(eng.Close)
+		cfg.Topics, cfg.SubscriptionChannels = eng, []string{subscription.RestHook, subscription.Websocket}
+	}
 	// Dev tokens, and the server's own token endpoint (client credentials).
 	key, err := st.SigningKey(context.Background(), auth.GenerateLocalKey)
 	if err != nil {
@@ -73,7 +106,7 @@ func newEnvExport(t testing.TB, export bool, mutate ...func(*store.Options)) *en
 		t.Fatal(err)
 	}
 	v := &auth.Verifier{Local: local, Dev: &auth.HS256{Key: testKey, Issuer: auth.DevIssuer, Leeway: time.Minute}, Leeway: time.Minute}
-	if export { // Bulk Data export, as the server runs it
+	if o.export { // Bulk Data export, as the server runs it
 		exports := bulkexport.New(st, bulkexport.Config{Dir: t.TempDir(), Registry: db.Registry(), Exclusive: true})
 		if err := exports.Start(context.Background()); err != nil {
 			t.Fatal(err)
