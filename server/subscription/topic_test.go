@@ -479,3 +479,53 @@ func TestOnlyTheLatestDeliveredEventsAreKept(t *testing.T) {
 		t.Errorf("$events after pruning: %+v, want events 3,4,5 of 5", n)
 	}
 }
+
+func TestEventsWaitingForADownEndpointGoOutBatchedInOrder(t *testing.T) {
+	e := newEnv(t, func(c *subscription.Config) { c.Attempts = 1000 })
+	e.storeTopic()
+	rcv := newReceiver(t)
+	patient := e.create("Patient", `{"resourceType":"Patient"}`)
+	sid := e.create("Subscription", topicSub{channel: "rest-hook", endpoint: rcv.url("/m"), content: "id-only", maxCount: 3}.json())
+	e.waitStatus(sid, subscription.StatusActive)
+	rcv.fail.Store(true)
+	for range 5 {
+		e.create("Encounter", encounter(patient, "finished"))
+	}
+	time.Sleep(300 * time.Millisecond)
+	rcv.fail.Store(false)
+	got := rcv.wait(t, "five events", func(d []delivery) bool {
+		n := 0
+		for _, ev := range notesOf(t, d, "/m", "event-notification") {
+			n += len(ev.Events)
+		}
+		return n >= 5
+	})
+	var numbers []string
+	batched := false
+	for _, ev := range notesOf(t, got, "/m", "event-notification") {
+		numbers = append(numbers, ev.Events...)
+		batched = batched || len(ev.Events) > 1
+		if len(ev.Events) > 3 {
+			t.Errorf("a notification carries %d events, more than max-count 3", len(ev.Events))
+		}
+	}
+	if strings.Join(numbers, ",") != "1,2,3,4,5" || !batched {
+		t.Errorf("events went out as %v (batched: %v), want 1..5 in order, several to a notification", numbers, batched)
+	}
+}
+
+func TestRestHookNotificationsInXML(t *testing.T) {
+	e := newEnv(t)
+	e.storeTopic()
+	rcv := newReceiver(t)
+	patient := e.create("Patient", `{"resourceType":"Patient"}`)
+	sid := e.create("Subscription", topicSub{channel: "rest-hook", endpoint: rcv.url("/x"), content: "full-resource", payload: subscription.PayloadXML}.json())
+	e.waitStatus(sid, subscription.StatusActive)
+	enc := e.create("Encounter", encounter(patient, "finished"))
+	got := rcv.wait(t, "the event", func(d []delivery) bool { return len(onPath(d, "/x")) >= 2 })
+	d := onPath(got, "/x")[1]
+	if d.ContentType != subscription.PayloadXML || !strings.Contains(d.Body, "<Bundle") || !strings.Contains(d.Body, `<id value="`+enc+`"/>`) ||
+		!strings.Contains(d.Body, "event-notification") {
+		t.Errorf("XML notification: %s %s", d.ContentType, d.Body)
+	}
+}
