@@ -472,8 +472,14 @@ func (e *Engine) put(tenantName string, sp *spec) {
 	t := e.tenant(tenantName)
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if old := t.subs[sp.id]; old != nil && old.version > sp.version {
+	old := t.subs[sp.id]
+	if old != nil && old.version > sp.version {
 		return
+	}
+	if old != nil && old.topic != nil && !sameBinding(old.topic, sp.topic) {
+		// Websockets bound to it bind again, with a token issued under
+		// the subscription as it is now.
+		defer e.hub.unbindAll(tenantName, sp.id)
 	}
 	t.subs[sp.id] = sp
 	if _, ok := t.known[sp.id]; !ok {

@@ -529,3 +529,30 @@ func TestRestHookNotificationsInXML(t *testing.T) {
 		t.Errorf("XML notification: %s %s", d.ContentType, d.Body)
 	}
 }
+
+func TestChangingABoundSubscriptionClosesItsWebsocket(t *testing.T) {
+	e := newEnv(t)
+	e.storeTopic()
+	patient := e.create("Patient", `{"resourceType":"Patient"}`)
+	sid := e.create("Subscription", topicSub{channel: "websocket", content: "id-only"}.json())
+	e.waitStatus(sid, subscription.StatusActive)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c := e.dialSocket(ctx)
+	if err := c.Write(ctx, websocket.MessageText, []byte("bind-with-token "+e.bindingToken(sid))); err != nil {
+		t.Fatal(err)
+	}
+	if n := readNote(t, ctx, c); n.Type != "handshake" {
+		t.Fatalf("first message %+v, want the handshake", n)
+	}
+	var sub map[string]any
+	json.Unmarshal(e.do(http.MethodGet, "/Subscription/"+sid, "").Body, &sub)
+	sub["_criteria"] = map[string]any{"extension": []any{map[string]any{"url": bp + "backport-filter-criteria", "valueString": "Encounter?patient=Patient/" + patient}}}
+	body, _ := json.Marshal(sub)
+	if r := e.do(http.MethodPut, "/Subscription/"+sid, string(body)); r.Status != http.StatusOK {
+		t.Fatalf("update: %d %s", r.Status, r.Body)
+	}
+	if _, m, err := c.Read(ctx); err == nil || ctx.Err() != nil {
+		t.Errorf("the socket stayed open after its subscription changed (got %s, %v)", m, err)
+	}
+}

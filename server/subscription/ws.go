@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"reflect"
 	"strings"
 	"sync"
 	"time"
@@ -25,6 +26,13 @@ type SocketConfig struct {
 	// WriteTimeout bounds the sending of one message; a client that does
 	// not take it in that time is disconnected (default 10s).
 	WriteTimeout time.Duration
+}
+
+// sameBinding tells whether a topic-based subscription still delivers
+// what its websockets were bound to: same topic, channel, content and
+// filters.
+func sameBinding(a, b *topicSub) bool {
+	return b != nil && a.url == b.url && a.channel == b.channel && a.content == b.content && reflect.DeepEqual(a.filters, b.filters)
 }
 
 // hub binds websocket connections to subscriptions and hands them their
