@@ -113,7 +113,7 @@ func (e *Engine) running(w *worker) *spec {
 	e.mu.Lock()
 	t := e.tenants[w.tenant]
 	sp := t.subs[w.id]
-	if sp != nil && sp.status == StatusActive && !sp.ended(now) && t.held.Load() {
+	if sp != nil && sp.status == StatusActive && !sp.ended(now) && t.held.Load() && t.workers[w.id] == w && w.topic == (sp.topic != nil) {
 		e.mu.Unlock()
 		return sp
 	}

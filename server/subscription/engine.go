@@ -486,6 +486,11 @@ func (e *Engine) put(tenantName string, sp *spec) {
 		t.known[sp.id] = time.Now()
 	}
 	w := t.workers[sp.id]
+	if w != nil && w.topic != (sp.topic != nil) { // criteria changed kind: the worker of the other kind stops
+		delete(t.workers, sp.id)
+		w.poke()
+		w = nil
+	}
 	if sp.status == StatusActive && !sp.ended(e.cfg.Now()) && w == nil && e.ctx.Err() == nil {
 		w = &worker{e: e, tenant: tenantName, id: sp.id, wake: make(chan struct{}, 1), topic: sp.topic != nil}
 		t.workers[sp.id] = w

@@ -556,3 +556,31 @@ func TestChangingABoundSubscriptionClosesItsWebsocket(t *testing.T) {
 		t.Errorf("the socket stayed open after its subscription changed (got %s, %v)", m, err)
 	}
 }
+
+func TestACriteriaSubscriptionTurnedTopicBasedDeliversEvents(t *testing.T) {
+	e := newEnv(t)
+	e.storeTopic()
+	rcv := newReceiver(t)
+	patient := e.create("Patient", `{"resourceType":"Patient"}`)
+	sid := e.subscribe("Encounter?status=finished", rcv.url("/c"), "")
+	var sub map[string]any
+	if err := json.Unmarshal([]byte(topicSub{channel: "rest-hook", endpoint: rcv.url("/c"), content: "id-only"}.json()), &sub); err != nil {
+		t.Fatal(err)
+	}
+	sub["id"] = sid
+	body, _ := json.Marshal(sub)
+	if r := e.do(http.MethodPut, "/Subscription/"+sid, string(body)); r.Status != http.StatusOK {
+		t.Fatalf("update: %d %s", r.Status, r.Body)
+	}
+	rcv.wait(t, "the handshake", func(d []delivery) bool { return mentions(d, `"handshake"`) })
+	e.waitStatus(sid, subscription.StatusActive)
+	enc := e.create("Encounter", encounter(patient, "finished"))
+	rcv.wait(t, "the event", func(d []delivery) bool {
+		for _, n := range notesOf(t, d, "/c", "event-notification") {
+			if strings.HasSuffix(n.Focus[0], "Encounter/"+enc) {
+				return true
+			}
+		}
+		return false
+	})
+}
