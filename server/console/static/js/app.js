@@ -1,7 +1,7 @@
 // The console: a hash router over a handful of views. Routes:
 //   #/  #/signin  #/search/Type?query  #/r/Type/id[?tab=]  #/r/Type/id/_history/v
 //   #/new/Type  #/edit/Type/id  #/upload  #/export  #/chart/patientId  #/views
-//   #/assess/patientId[/formId]  #/fill/responseId  #/response/responseId  #/subscriptions
+//   #/assess/patientId[/formId]  #/fill/responseId  #/response/responseId  #/subscriptions  #/graphql
 import {h, clear, message, enc} from './dom.js';
 import * as api from './api.js';
 import {signinView} from './views/signin.js';
@@ -16,6 +16,7 @@ import {viewsView} from './views/views.js';
 import {assessView} from './views/assessment.js';
 import {responseView} from './views/response.js';
 import {subscriptionsView} from './views/subscriptions.js';
+import {graphqlView} from './views/graphql.js';
 
 // session is what the server said about the signed-in caller (overview).
 export const session = {overview: null, access: new Map(), loadedAt: 0};
@@ -53,7 +54,7 @@ function resumeSession() {
 const views = {
   '': homeView, signin: signinView, search: searchView, r: resourceView,
   new: editView, edit: editView, upload: uploadView, export: exportView, chart: chartView, views: viewsView,
-  assess: assessView, fill: assessView, response: responseView, subscriptions: subscriptionsView,
+  assess: assessView, fill: assessView, response: responseView, subscriptions: subscriptionsView, graphql: graphqlView,
 };
 
 // parseHash splits the location hash into path parts and query.
