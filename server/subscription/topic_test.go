@@ -275,6 +275,10 @@ func TestHandshakeEventsAndNumbersAcrossARestart(t *testing.T) {
 	if r.Status != http.StatusOK || !strings.Contains(string(r.Body), `"events-since-subscription-start","valueString":"3"`) {
 		t.Errorf("$status: %d %s", r.Status, r.Body)
 	}
+	r = e.do(http.MethodGet, "/Subscription/$status", "")
+	if r.Status != http.StatusOK || !strings.Contains(string(r.Body), "Subscription/"+sid) {
+		t.Errorf("$status of every subscription: %d %s", r.Status, r.Body)
+	}
 	r = e.do(http.MethodGet, "/Subscription/"+sid+"/$events?eventsSinceNumber=1&eventsUntilNumber=2&content=full-resource", "")
 	if r.Status != http.StatusOK {
 		t.Fatalf("$events: %d %s", r.Status, r.Body)

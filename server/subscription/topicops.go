@@ -2,9 +2,12 @@ package subscription
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/url"
 	"time"
 
+	"fhirstore/search"
 	"fhirstore/store"
 )
 
@@ -32,10 +35,14 @@ func (e *Engine) topicSpec(ctx context.Context, tenant, id string) (*spec, error
 }
 
 // Status is the $status operation: a searchset Bundle with the
-// SubscriptionStatus (query-status) of each subscription.
+// SubscriptionStatus (query-status) of each subscription (no ids: of each
+// of the tenant's topic-based subscriptions that is not off).
 func (e *Engine) Status(ctx context.Context, tenant string, ids []string) (map[string]any, error) {
 	if len(ids) == 0 {
-		return nil, badInput("id", "name the subscriptions: Subscription/[id]/$status or Subscription/$status?id=…")
+		var err error
+		if ids, err = e.topicSubIDs(ctx, tenant); err != nil {
+			return nil, err
+		}
 	}
 	var entries []any
 	for _, id := range ids {
@@ -51,6 +58,31 @@ func (e *Engine) Status(ctx context.Context, tenant string, ids []string) (map[s
 		entries = append(entries, map[string]any{"fullUrl": "urn:uuid:" + p["id"].(string), "resource": p, "search": map[string]any{"mode": "match"}})
 	}
 	return map[string]any{"resourceType": "Bundle", "type": "searchset", "total": len(entries), "entry": entries}, nil
+}
+
+// topicSubIDs lists the tenant's topic-based subscriptions that are not off.
+func (e *Engine) topicSubIDs(ctx context.Context, tenant string) ([]string, error) {
+	q, err := e.cfg.Registry.Parse("Subscription", url.Values{"status": {"requested,active,error"}, "_count": {"100"}}, search.ParseOptions{})
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for {
+		page, err := e.st.Search(ctx, tenant, q)
+		if err != nil {
+			return nil, fmt.Errorf("list subscriptions: %w", err)
+		}
+		for _, r := range page.Entries {
+			var d document
+			if json.Unmarshal(r.JSON, &d) == nil && isTopicCriteria(d.Criteria) {
+				ids = append(ids, r.ID)
+			}
+		}
+		if page.Next == "" {
+			return ids, nil
+		}
+		q.Cursor = page.Next
+	}
 }
 
 // Events is the $events operation: the subscription's recorded events
