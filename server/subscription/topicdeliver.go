@@ -206,6 +206,9 @@ func (e *Engine) sendHandshake(ctx context.Context, tenantName string, sp *spec)
 // the Bundle to a rest-hook endpoint (any 2xx is success), a message to
 // every websocket bound to the subscription.
 func (e *Engine) sendTopic(ctx context.Context, tenantName string, sp *spec, kind, status string, since int64, events []*store.TopicEvent) error {
+	if sp.topic.channel == Websocket && !e.hub.listened(tenantName, sp.id) {
+		return nil // nobody listens: the events stay in the log for $events
+	}
 	b, err := e.notification(ctx, tenantName, sp, kind, status, since, events, sp.topic.content)
 	if err != nil {
 		return err

@@ -216,6 +216,13 @@ func (e *Engine) specOf(tenant, id string) *spec {
 	return t.subs[id]
 }
 
+// listened tells whether a connection is bound to the subscription.
+func (h *hub) listened(tenant, id string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.bound[tenant+"/"+id]) > 0
+}
+
 // deliver hands a notification to every connection bound to the
 // subscription.
 func (h *hub) deliver(tenant, id string, body []byte) {
