@@ -588,3 +588,30 @@ func TestACriteriaSubscriptionTurnedTopicBasedDeliversEvents(t *testing.T) {
 		return false
 	})
 }
+
+func TestABindingTokenOnlyBindsInItsTenant(t *testing.T) {
+	e := newEnv(t)
+	e.storeTopic()
+	sid := e.create("Subscription", topicSub{channel: "websocket"}.json())
+	e.waitStatus(sid, subscription.StatusActive)
+	token := e.bindingToken(sid)
+	other := db.Tenant(t, e.store)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	url := "ws" + strings.TrimPrefix(e.srv.URL, "http") + "/fhir-ws/subscriptions"
+	c, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{Host: other + ".localhost"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseNow()
+	if err := c.Write(ctx, websocket.MessageText, []byte("bind-with-token "+token)); err != nil {
+		t.Fatal(err)
+	}
+	if _, m, err := c.Read(ctx); err != nil || !strings.Contains(string(m), "OperationOutcome") || strings.Contains(string(m), "handshake") {
+		t.Errorf("a token of another tenant got %s (%v), want an OperationOutcome", m, err)
+	}
+	r := e.call(other, e.sign(other, "system/*.*"), http.MethodGet, "/Subscription/"+sid+"/$get-ws-binding-token", "")
+	if r.Status != http.StatusNotFound {
+		t.Errorf("a binding token for another tenant's subscription: %d %s, want 404", r.Status, r.Body)
+	}
+}
