@@ -20,7 +20,7 @@ import (
 // values AuditEvent's searches read), auditSpoolBatch at a time, so that
 // the index pages a batch touches are written once for all of its
 // records; it waits up to auditLinger for a batch to fill, and works
-// without pause while a batch's worth waits. A spooled record is durable:
+// without pause while a quarter of a batch waits. A spooled record is durable:
 // one not yet converted at shutdown is converted after the next start,
 // as are records an earlier version spooled. When Config.AuditBacklog
 // records wait, the trail spools no more until the backlog is under it
@@ -35,7 +35,7 @@ const DefaultAuditBacklog = 250_000
 
 const (
 	auditSpoolBatch = 500
-	auditLinger     = 50 * time.Millisecond
+	auditLinger     = 20 * time.Millisecond
 	auditPurgeBatch = 1000
 	auditPurgeEvery = time.Hour
 	auditRetryPause = time.Second
@@ -252,11 +252,12 @@ func (x *auditIndexer) storePending(ctx context.Context) bool {
 	if n == 0 {
 		return false
 	}
-	if n < auditSpoolBatch && !x.closed.Load() {
+	size := x.batchSize()
+	if n < size/4 && !x.closed.Load() {
 		sleep(ctx, auditLinger)
 	}
 	x.pmu.Lock()
-	batch := x.pending[:min(len(x.pending), auditSpoolBatch)]
+	batch := x.pending[:min(len(x.pending), size)]
 	x.pmu.Unlock()
 	for ctx.Err() == nil {
 		stored, err := storeAuditRecords(ctx, x.store, batch)
@@ -272,6 +273,13 @@ func (x *auditIndexer) storePending(ctx context.Context) bool {
 		x.taken(len(batch))
 	}
 	return true
+}
+
+// batchSize is how many records one write stores: auditSpoolBatch, or a
+// quarter of the backlog's cap when that is less (at least 16), so that
+// requests waiting for room wait for a small write.
+func (x *auditIndexer) batchSize() int {
+	return int(max(16, min(auditSpoolBatch, x.maxWait/4)))
 }
 
 // taken removes the first n pending records, stored.

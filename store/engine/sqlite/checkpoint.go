@@ -15,12 +15,16 @@ import (
 // checkpoint that copied all of it while no reader still reads from it,
 // which readers and writers that never pause never allow. So once the
 // WAL holds more than a quarter of its limit (Options.WALLimit, default
-// DefaultWALLimit), the checkpointer asks for a TRUNCATE checkpoint: it
-// copies the rest, waits for the readers still in the WAL and empties
-// the file. While it waits new writes wait too, so it waits at most
-// restartWait; a checkpoint that could not finish is tried again a few
-// times a second until one does. journal_size_limit truncates a WAL that
-// SQLite starts over by itself to half the limit.
+// DefaultWALLimit), the checkpointer asks for a RESTART checkpoint: it
+// copies the rest and waits for the readers still in the WAL, so that the
+// next write starts the WAL over from its beginning (the file keeps its
+// size, and is written over). While it runs new writes wait, so it runs
+// just after a PASSIVE checkpoint that copied every page (nothing is left
+// to copy and sync: a TRUNCATE checkpoint, which also syncs the emptied
+// file, held writes for 60–200 ms here), unless the WAL nears its limit,
+// and waits for readers at most restartWait; a checkpoint that could not
+// finish is tried again a few times a second until one does.
+// journal_size_limit truncates a WAL started over to half the limit.
 const (
 	// DefaultWALLimit is the size a file's WAL is kept under.
 	DefaultWALLimit = 64 << 20
@@ -49,18 +53,28 @@ func (f *file) checkpointConn() (*conn, error) {
 }
 
 // checkpoint copies the WAL into the file and, when it has grown past a
-// quarter of the limit, empties it if the readers allow; it returns how
+// quarter of the limit, starts it over if the readers allow; it returns how
 // long to wait at most before the next one (the checkpointer looks at the
 // WAL's size meanwhile, see pause).
 func (f *file) checkpoint(c *conn) time.Duration {
 	ctx := context.Background()
-	_ = c.run(ctx, "PRAGMA wal_checkpoint(PASSIVE)")
-	if f.walBytes() <= f.walLimit/4 {
+	var busy, logged, copied int64
+	if _, err := c.queryRow(ctx, "PRAGMA wal_checkpoint(PASSIVE)", nil, &busy, &logged, &copied); err != nil {
 		return checkpointEvery
 	}
+	size := f.walBytes()
+	if size <= f.walLimit/4 {
+		return checkpointEvery
+	}
+	// The RESTART checkpoint holds writes back while it copies what is
+	// left and syncs: it runs once the PASSIVE one copied every page (a
+	// reader in the way stops it short; the next, soon, may not be), or
+	// when the WAL nears its limit whatever it has to copy.
+	if logged != copied && size <= f.walLimit/2 {
+		return checkpointSoon
+	}
 	start := time.Now()
-	var busy, logged, copied int64
-	if _, err := c.queryRow(ctx, "PRAGMA wal_checkpoint(TRUNCATE)", nil, &busy, &logged, &copied); err != nil || busy != 0 {
+	if _, err := c.queryRow(ctx, "PRAGMA wal_checkpoint(RESTART)", nil, &busy, &logged, &copied); err != nil || busy != 0 {
 		f.stats.walBusy.Add(1)
 		return checkpointSoon
 	}
@@ -80,9 +94,10 @@ func (f *file) walBytes() int64 {
 	return st.Size()
 }
 
-// pause waits d before the next checkpoint; after one that left the WAL
-// under a quarter of its limit (d is checkpointEvery), less when the WAL
-// grows past it meanwhile. It reports false when the file is closing.
+// pause waits d before the next checkpoint, less when the WAL grows past
+// half its limit meanwhile or, after a checkpoint that left it under a
+// quarter (d is checkpointEvery), past that. It reports false when the
+// file is closing.
 func (f *file) pause(d time.Duration) bool {
 	deadline := time.NewTimer(d)
 	defer deadline.Stop()
@@ -95,7 +110,7 @@ func (f *file) pause(d time.Duration) bool {
 		case <-deadline.C:
 			return true
 		case <-watch.C:
-			if d == checkpointEvery && f.walBytes() > f.walLimit/4 {
+			if n := f.walBytes(); n > f.walLimit/2 || d == checkpointEvery && n > f.walLimit/4 {
 				return true
 			}
 		}

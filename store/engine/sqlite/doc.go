@@ -26,7 +26,7 @@
 // PASSIVE checkpoint: it waits for no reader or writer; a page that
 // several transactions of that second wrote is copied once), so that
 // the writer, which all writes queue behind, does not; past a quarter of
-// Options.WALLimit (64 MiB by default) it empties the WAL with a TRUNCATE
+// Options.WALLimit (64 MiB by default) it starts the WAL over with a RESTART
 // checkpoint that waits for readers a few milliseconds at most, so that
 // the WAL stays bounded under load that never pauses (checkpoint.go); the
 // writer checkpoints itself only when the WAL outgrows 1 GiB. The engine drives SQLite (modernc.org/sqlite, SQLite
