@@ -21,6 +21,7 @@ import (
 	"fhirstore/server"
 	"fhirstore/server/auth"
 	"fhirstore/server/subscription"
+	"fhirstore/server/wshost"
 	"fhirstore/store"
 	"fhirstore/store/schemacheck"
 	"fhirstore/store/viewcheck"
@@ -206,7 +207,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		ErrorLog:          zap.NewStdLog(logger.Named("http")),
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- httpSrv.Serve(ln) }()
+	// Websocket clients that send two Host headers reach the websocket channel.
+	go func() { errc <- httpSrv.Serve(wshost.Listener(ln, server.SubscriptionSocketPath)) }()
 	go sweepTransactions(ctx, db.store, recoveryAge, logger)
 	lifecycle.Info("listening", zap.String("addr", ln.Addr().String()), zap.String("engine", engineOf(db)))
 	if err := printBanner(stdout, ln.Addr(), srvCfg, verifier.Dev); err != nil {
