@@ -29,6 +29,12 @@ func (s *Server) authenticate(c *gin.Context) {
 		return
 	}
 	caller := &Caller{Tenant: c.GetString(tenantKey), Principal: p, access: newAccess(p, s.cfg.Registry)}
+	if s.cfg.Topics != nil {
+		ctx, tenant := c.Request.Context(), caller.Tenant
+		caller.access.topicTypes = func(canonical string) ([]string, bool, error) {
+			return s.cfg.Topics.TopicResources(ctx, tenant, canonical)
+		}
+	}
 	c.Request = c.Request.WithContext(context.WithValue(c.Request.Context(), callerKey{}, caller))
 	s.requireTenant(c)
 }

@@ -22,6 +22,9 @@ type access struct {
 	scopes  []auth.Scope
 	patient string
 	reg     *search.Registry
+	// topicTypes lists the resource types a topic's notifications carry;
+	// nil when the server has no topic-based subscriptions.
+	topicTypes func(canonical string) (types []string, found bool, err error)
 }
 
 func newAccess(p *auth.Principal, reg *search.Registry) *access {
@@ -311,16 +314,31 @@ func (a *access) canSubscribe(body []byte) error {
 	if json.Unmarshal(body, &sub) != nil {
 		return nil // not readable: validation answers it
 	}
-	typ, _, _ := strings.Cut(sub.Criteria, "?")
-	if typ == "" {
-		return nil
+	types := []string{}
+	if typ, _, _ := strings.Cut(sub.Criteria, "?"); typ != "" {
+		types = []string{typ}
 	}
-	g := max(a.grant(typ, auth.Read), a.grant(typ, auth.Search))
-	if g == auth.Denied {
-		return fail(http.StatusForbidden, "forbidden", fmt.Sprintf("the token's scopes do not grant read on %s, which the subscription's criteria search", typ), "Subscription.criteria")
+	if strings.Contains(sub.Criteria, "://") { // a topic's canonical
+		if a.topicTypes == nil {
+			return nil // validation answers it
+		}
+		list, found, err := a.topicTypes(sub.Criteria)
+		if err != nil {
+			return err
+		}
+		if !found {
+			return nil // validation refuses the unknown topic
+		}
+		types = list
 	}
-	if restricted(g, typ) {
-		return fail(http.StatusForbidden, "forbidden", fmt.Sprintf("a patient scope cannot subscribe to %s resources: notifications would not be limited to the patient's records", typ), "Subscription.criteria")
+	for _, typ := range types {
+		g := max(a.grant(typ, auth.Read), a.grant(typ, auth.Search))
+		if g == auth.Denied {
+			return fail(http.StatusForbidden, "forbidden", fmt.Sprintf("the token's scopes do not grant read on %s, which the subscription's notifications carry", typ), "Subscription.criteria")
+		}
+		if restricted(g, typ) {
+			return fail(http.StatusForbidden, "forbidden", fmt.Sprintf("a patient scope cannot subscribe to %s resources: notifications would not be limited to the patient's records", typ), "Subscription.criteria")
+		}
 	}
 	return nil
 }

@@ -24,6 +24,9 @@ type TopicService interface {
 	BindingToken(ctx context.Context, tenant string, ids []string, websocketURL string) (map[string]any, error)
 	// TopicCanonicals lists the tenant's topics.
 	TopicCanonicals(ctx context.Context, tenant string) ([]string, error)
+	// TopicResources lists the resource types a notification of a topic
+	// may carry (found is false for a topic the tenant does not have).
+	TopicResources(ctx context.Context, tenant, canonical string) (types []string, found bool, err error)
 	// ServeWebsocket serves a websocket connection of tenant.
 	ServeWebsocket(w http.ResponseWriter, r *http.Request, tenant string)
 }

@@ -117,6 +117,10 @@ func (c currentEngine) TopicCanonicals(ctx context.Context, tenant string) ([]st
 	return c.e.eng.TopicCanonicals(ctx, tenant)
 }
 
+func (c currentEngine) TopicResources(ctx context.Context, tenant, canonical string) ([]string, bool, error) {
+	return c.e.eng.TopicResources(ctx, tenant, canonical)
+}
+
 func (c currentEngine) ServeWebsocket(w http.ResponseWriter, r *http.Request, tenant string) {
 	c.e.eng.ServeWebsocket(w, r, tenant)
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 
 	"fhirstore/fhirschema"
@@ -392,4 +393,54 @@ func (t *Topic) shape(typ string) *Shape {
 		}
 	}
 	return nil
+}
+
+// resourceTypes are the resource types the topic's notifications may
+// carry: its triggers', its shapes', and the types their includes
+// (Type:param[:Target]) and revincludes reach, per reg's parameters.
+func (t *Topic) resourceTypes(reg *search.Registry) []string {
+	seen := map[string]bool{}
+	for _, tr := range t.Triggers {
+		seen[tr.Resource] = true
+	}
+	for _, s := range t.Shapes {
+		seen[s.Resource] = true
+		for _, inc := range s.Include {
+			for _, typ := range includeTargets(reg, inc) {
+				seen[typ] = true
+			}
+		}
+		for _, rev := range s.RevInclude {
+			if typ, _, ok := strings.Cut(rev, ":"); ok {
+				seen[typ] = true
+			}
+		}
+	}
+	out := make([]string, 0, len(seen))
+	for typ := range seen {
+		if typ != "" {
+			out = append(out, typ)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// includeTargets are the types an _include (Type:param[:Target]) reaches.
+func includeTargets(reg *search.Registry, inc string) []string {
+	parts := strings.Split(inc, ":")
+	if len(parts) < 2 {
+		return nil
+	}
+	if len(parts) > 2 && parts[2] != "" {
+		return parts[2:3]
+	}
+	if reg == nil {
+		return nil
+	}
+	p, ok := reg.Lookup(parts[0], parts[1])
+	if !ok {
+		return nil
+	}
+	return p.Target
 }

@@ -615,3 +615,34 @@ func TestABindingTokenOnlyBindsInItsTenant(t *testing.T) {
 		t.Errorf("a binding token for another tenant's subscription: %d %s, want 404", r.Status, r.Body)
 	}
 }
+
+// TestATopicSubscriptionNeedsReadOnWhatItsNotificationsCarry: a token may
+// subscribe to a topic only when it may read every resource type the
+// topic's notifications carry (the built-in topic: Encounters, and what
+// its include Encounter:patient may reach: a Patient or a Group).
+func TestATopicSubscriptionNeedsReadOnWhatItsNotificationsCarry(t *testing.T) {
+	e := newEnv(t)
+	rcv := newReceiver(t)
+	const builtin = "https://fhirstore.dev/fhir/SubscriptionTopic/encounter-finished"
+	body := topicSub{topic: builtin, channel: "rest-hook", endpoint: rcv.url("/s")}.json()
+	for _, tc := range []struct {
+		scope  string
+		status int
+		names  string
+	}{
+		{"system/Subscription.cruds", http.StatusForbidden, "Encounter"},
+		{"system/Subscription.cruds system/Encounter.rs system/Group.rs", http.StatusForbidden, "Patient"},
+		{"system/Subscription.cruds system/Encounter.rs system/Patient.rs", http.StatusForbidden, "Group"},
+		{"system/Subscription.cruds system/Encounter.rs system/Patient.rs system/Group.rs", http.StatusCreated, ""},
+		{"system/Subscription.cruds system/*.read", http.StatusCreated, ""},
+	} {
+		r := e.call(e.tenant, e.sign(e.tenant, tc.scope), http.MethodPost, "/Subscription", body)
+		if r.Status != tc.status || (tc.names != "" && !strings.Contains(string(r.Body), "read on "+tc.names)) {
+			t.Errorf("scopes %q: %d %s; want %d naming %s", tc.scope, r.Status, r.Body, tc.status, tc.names)
+		}
+	}
+	unknown := topicSub{topic: "http://example.org/fhir/SubscriptionTopic/none", channel: "rest-hook", endpoint: rcv.url("/s")}.json()
+	if r := e.call(e.tenant, e.sign(e.tenant, "system/Subscription.cruds"), http.MethodPost, "/Subscription", unknown); r.Status != http.StatusUnprocessableEntity {
+		t.Errorf("an unknown topic: %d %s; want 422 from validation", r.Status, r.Body)
+	}
+}

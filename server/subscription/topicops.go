@@ -158,3 +158,15 @@ func (e *Engine) TopicCanonicals(ctx context.Context, tenant string) ([]string, 
 	}
 	return out, nil
 }
+
+// TopicResources lists the resource types a notification of the topic
+// canonical may carry: those its triggers watch, those of its
+// notification shapes and those their includes and revincludes reach;
+// found is false for a topic the tenant does not have.
+func (e *Engine) TopicResources(ctx context.Context, tenant, canonical string) (types []string, found bool, err error) {
+	t, err := e.topics.Find(ctx, tenant, canonical)
+	if err != nil || t == nil {
+		return nil, false, err
+	}
+	return t.resourceTypes(e.cfg.Registry), true, nil
+}
