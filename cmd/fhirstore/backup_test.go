@@ -307,6 +307,9 @@ func TestServeMakesScheduledBackups(t *testing.T) {
 	for deadline := time.Now().Add(20 * time.Second); made == "" && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		entries, _ := os.ReadDir(backups)
 		for _, e := range entries {
+			if strings.HasPrefix(e.Name(), ".") {
+				continue // a backup being written
+			}
 			if _, err := os.Stat(filepath.Join(backups, e.Name(), backup.ManifestFile)); err == nil {
 				made = filepath.Join(backups, e.Name())
 			}
