@@ -19,8 +19,9 @@ import (
 // into their audit rows (store.Audit: a compact row with the few search
 // values AuditEvent's searches read), auditSpoolBatch at a time, so that
 // the index pages a batch touches are written once for all of its
-// records; it waits up to auditLinger for a batch to fill, and works
-// without pause while a quarter of a batch waits. A spooled record is durable:
+// records (the WAL a record costs falls with the batch's size); it waits
+// up to auditLinger for a batch to fill, and works without pause while a
+// quarter of a batch waits. A spooled record is durable:
 // one not yet converted at shutdown is converted after the next start,
 // as are records an earlier version spooled. When Config.AuditBacklog
 // records wait, the trail spools no more until the backlog is under it
@@ -64,7 +65,8 @@ type auditIndexer struct {
 	pmu     sync.Mutex          // guards pending
 	pending []store.AuditRecord // records of the log not yet stored
 
-	spooled atomic.Int64 // records waiting in the spools and the log
+	spooled  atomic.Int64 // records waiting in the spools and the log
+	inflight atomic.Int64 // of the log's, those being stored now
 	indexed atomic.Int64 // records converted into audit rows
 	lost    atomic.Int64 // spooled records that could not be read
 	purged  atomic.Int64 // records purged past their retention
@@ -252,13 +254,14 @@ func (x *auditIndexer) storePending(ctx context.Context) bool {
 	if n == 0 {
 		return false
 	}
-	size := x.batchSize()
-	if n < size/4 && !x.closed.Load() {
+	if n < auditSpoolBatch/4 && !x.closed.Load() {
 		sleep(ctx, auditLinger)
 	}
 	x.pmu.Lock()
-	batch := x.pending[:min(len(x.pending), size)]
+	batch := x.pending[:min(len(x.pending), auditSpoolBatch)]
 	x.pmu.Unlock()
+	x.inflight.Store(int64(len(batch)))
+	defer x.inflight.Store(0)
 	for ctx.Err() == nil {
 		stored, err := storeAuditRecords(ctx, x.store, batch)
 		if err == nil {
@@ -273,13 +276,6 @@ func (x *auditIndexer) storePending(ctx context.Context) bool {
 		x.taken(len(batch))
 	}
 	return true
-}
-
-// batchSize is how many records one write stores: auditSpoolBatch, or a
-// quarter of the backlog's cap when that is less (at least 16), so that
-// requests waiting for room wait for a small write.
-func (x *auditIndexer) batchSize() int {
-	return int(max(16, min(auditSpoolBatch, x.maxWait/4)))
 }
 
 // taken removes the first n pending records, stored.
@@ -302,10 +298,11 @@ func (x *auditIndexer) taken(n int) {
 }
 
 // waitForRoom waits while the backlog is at its cap, the converter runs
-// and stop says false (the cap is soft: a write that starts under it may
-// end past it).
+// and stop says false. The cap is soft: a write that starts under it may
+// end past it, and the batch being stored does not count, so that
+// requests do not wait for a whole batch's write.
 func (x *auditIndexer) waitForRoom(stop func() bool) {
-	for x.spooled.Load() >= x.maxWait && !stop() {
+	for x.spooled.Load()-x.inflight.Load() >= x.maxWait && !stop() {
 		select {
 		case <-x.done:
 			return
