@@ -67,9 +67,9 @@ type auditIndexer struct {
 
 	spooled  atomic.Int64 // records waiting in the spools and the log
 	inflight atomic.Int64 // of the log's, those being stored now
-	indexed atomic.Int64 // records converted into audit rows
-	lost    atomic.Int64 // spooled records that could not be read
-	purged  atomic.Int64 // records purged past their retention
+	indexed  atomic.Int64 // records converted into audit rows
+	lost     atomic.Int64 // spooled records that could not be read
+	purged   atomic.Int64 // records purged past their retention
 
 	stop   context.CancelFunc
 	done   chan struct{}
