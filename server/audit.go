@@ -45,15 +45,16 @@ type pendingAudit struct {
 	done   chan struct{}
 }
 
-// auditor spools each request's record in its tenant's database before
-// the request ends (see auditindex.go for what becomes of it), in batches
-// of whatever records are waiting when a writer takes its turn (group
-// commit), so that a request waits about one small write. Records the
-// database refuses, auditRetries times, are logged in full at error level.
-// When the database falls behind, requests wait longer rather than records
-// being dropped: the metrics count the requests that waited more than
-// auditSlow for their record (fhirstore_audit_queue_waits_total) and the
-// log says so.
+// auditor makes each request's record durable before the request ends
+// (see auditindex.go for what becomes of it): appended to the trail's log
+// by the request itself (Config.AuditSpoolDir), or else spooled in its
+// tenant's database by two writers, in batches of whatever records are
+// waiting when a writer takes its turn (group commit), so that a request
+// waits about one small write. Records refused auditRetries times are
+// logged in full at error level. When the trail falls behind (its
+// backlog at its cap), requests wait rather than records being dropped:
+// the metrics count the requests that waited more than auditSlow for
+// their record (fhirstore_audit_queue_waits_total) and the log says so.
 type auditor struct {
 	store   *store.Store
 	log     *zap.Logger
