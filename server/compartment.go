@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/gin-gonic/gin"
+	"golang.org/x/sync/errgroup"
 
 	"fhirstore/search"
 	"fhirstore/server/auth"
@@ -113,24 +114,16 @@ func (s *Server) compartmentQuery(ctx context.Context, tenant, typ, id string, p
 }
 
 // matchingIDs are the sorted ids of the resources matching any of queries,
-// read page by page.
+// read from the index alone.
 func (s *Server) matchingIDs(ctx context.Context, tenant string, queries []*search.Query) ([]string, error) {
 	seen := map[string]bool{}
 	for _, q := range queries {
-		q.Count, q.Total, q.Cursor, q.Sort, q.Summary, q.Elements = search.MaxCount, "none", "", nil, "", nil
-		q.Includes, q.Revincludes = nil, nil // the final search includes
-		for {
-			page, err := s.store.Search(ctx, tenant, q)
-			if err != nil {
-				return nil, fmt.Errorf("patient compartment of %s: %w", q.Type, err)
-			}
-			for _, r := range page.Entries {
-				seen[r.ID] = true
-			}
-			if page.Next == "" {
-				break
-			}
-			q.Cursor = page.Next
+		ids, err := s.store.MatchingIDs(ctx, tenant, q)
+		if err != nil {
+			return nil, fmt.Errorf("patient compartment of %s: %w", q.Type, err)
+		}
+		for _, id := range ids {
+			seen[id] = true
 		}
 	}
 	ids := make([]string, 0, len(seen))
@@ -350,23 +343,58 @@ func (s *Server) heldCompartmentTypes(ctx context.Context, tenant string, types 
 // it is one of them, and the matches of each type's compartment search
 // with the same filters as its pages.
 func (s *Server) everythingTotal(ctx context.Context, tenant string, types []string, id string, params url.Values, withPatient bool) (int64, error) {
+	counts := make([]int64, len(types))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(everythingCounters)
+	for i, typ := range types {
+		g.Go(func() error {
+			sub := url.Values{"_summary": {"count"}}
+			if typ == "Patient" {
+				sub.Set("_id:not", id)
+			}
+			s.everythingFilters(sub, typ, params)
+			n, err := s.compartmentCount(gctx, tenant, typ, id, sub)
+			counts[i] = n
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return 0, err
+	}
 	var total int64
 	if withPatient {
 		total = 1
 	}
-	for _, typ := range types {
-		sub := url.Values{"_summary": {"count"}}
-		if typ == "Patient" {
-			sub.Set("_id:not", id)
-		}
-		s.everythingFilters(sub, typ, params)
-		_, page, err := s.compartmentPage(ctx, tenant, typ, id, sub, search.ParseOptions{})
+	for _, n := range counts {
+		total += n
+	}
+	return total, nil
+}
+
+// everythingCounters is how many types $everything counts at once.
+const everythingCounters = 4
+
+// compartmentCount counts the resources of typ in the compartment of
+// patient id that params select: one count, or, for a type linked to the
+// patient by several parameters, the union of their matches' ids.
+func (s *Server) compartmentCount(ctx context.Context, tenant, typ, id string, params url.Values) (int64, error) {
+	reg, err := s.tenantRegistry(ctx, tenant)
+	if err != nil {
+		return 0, err
+	}
+	queries, err := reg.CompartmentQueries(typ, id, params, search.ParseOptions{})
+	if err != nil {
+		return 0, err
+	}
+	if len(queries) == 1 {
+		page, err := s.store.Search(ctx, tenant, queries[0])
 		if err != nil {
 			return 0, err
 		}
-		total += max(page.Total, 0)
+		return max(page.Total, 0), nil
 	}
-	return total, nil
+	ids, err := s.matchingIDs(ctx, tenant, queries)
+	return int64(len(ids)), err
 }
 
 // encodeEverythingCursor is the opaque position of a $everything page: a

@@ -817,3 +817,38 @@ func rawValue(v bson.RawValue) any {
 	}
 	return nil
 }
+
+// MatchingIDs returns the ids of every resource q matches, read from the
+// index without the resources themselves (q's paging, sort and result
+// parameters are ignored).
+func (s *Store) MatchingIDs(ctx context.Context, tenant string, q *search.Query) ([]string, error) {
+	if err := s.checkType(q.Type); err != nil {
+		return nil, err
+	}
+	filter, err := s.searchFilter(ctx, tenant, q)
+	if err != nil {
+		return nil, err
+	}
+	proj := bson.D{{Key: "_id", Value: 1}}
+	if q.PostFilter != nil {
+		proj = append(proj, bson.E{Key: "idx", Value: 1})
+	}
+	cur, err := s.tenantDB(tenant).Collection(q.Type).Find(ctx, filter, &engine.FindOptions{Projection: proj})
+	if err != nil {
+		return nil, dbError("search "+q.Type, err)
+	}
+	defer cur.Close(ctx)
+	var ids []string
+	for cur.Next(ctx) {
+		row := cur.Current()
+		if q.PostFilter != nil {
+			if idx, _ := row.Lookup("idx").DocumentOK(); !q.PostFilter(idx) {
+				continue
+			}
+		}
+		if id, ok := row.Lookup("_id").StringValueOK(); ok {
+			ids = append(ids, id)
+		}
+	}
+	return ids, dbError("search "+q.Type, s.damaged(ctx, tenant, cur.Err()))
+}
