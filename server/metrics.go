@@ -152,7 +152,7 @@ func (rc recoveryCollector) Collect(ch chan<- prometheus.Metric) {
 
 var (
 	auditRecordsDesc = prometheus.NewDesc("fhirstore_audit_records_total",
-		"Audit records since the process started, by outcome: spooled (kept durably in the tenant's database), stored as AuditEvents, or lost (the database refused them; each is logged in full at error level).",
+		"Audit records since the process started, by outcome: spooled (logged durably before the response ended), stored as audit rows (read as AuditEvents), or lost (the database refused them; each is logged in full at error level).",
 		[]string{"outcome"}, nil)
 	auditQueueDesc = prometheus.NewDesc("fhirstore_audit_queue_length",
 		"Audit records waiting to be written.", nil, nil)
@@ -162,7 +162,7 @@ var (
 	auditWaitedDesc = prometheus.NewDesc("fhirstore_audit_queue_wait_seconds_total",
 		"Time requests spent waiting for room in the full audit queue.", nil, nil)
 	auditSpooledDesc = prometheus.NewDesc("fhirstore_audit_spooled_records",
-		"Audit records spooled and not yet AuditEvents (they become AuditEvents while the server has time to spare, at full pace past --audit-backlog of them).", nil, nil)
+		"Audit records logged and not yet stored as audit rows (the backlog: past --audit-backlog of them, requests wait for room).", nil, nil)
 )
 
 // auditCollector reports the audit trail's counts at each scrape.
