@@ -23,8 +23,10 @@ import (
 )
 
 // backupLayout is where a data dir keeps what a backup copies: the
-// embedded databases and the dev signing key.
-var backupLayout = backup.Layout{DatabaseDir: sqliteDir, Prefix: "fhirstore_", Files: []string{auth.DevKeyFile}}
+// embedded databases, the dev signing key, and the audit trail's log of
+// records not yet stored as rows (stored when the restored data dir is
+// served; those stored already are not stored twice).
+var backupLayout = backup.Layout{DatabaseDir: sqliteDir, Prefix: "fhirstore_", Files: []string{auth.DevKeyFile, server.AuditLogFile}}
 
 // Exit statuses of check: problems found, or the check could not run.
 const (
