@@ -462,3 +462,39 @@ func TestBackupOnAFullDiskFailsCleanly(t *testing.T) {
 		t.Fatalf("the failed backup left %v", entries)
 	}
 }
+
+// TestARestoredBackupHasTheAuditRecordsOfItsRequests: the audit records
+// of the requests answered before a backup of a served data dir, stored
+// as rows or still in the trail's log, are AuditEvents of the restored
+// data dir.
+func TestARestoredBackupHasTheAuditRecordsOfItsRequests(t *testing.T) {
+	dir := t.TempDir()
+	s := startServer(t, "--addr", "127.0.0.1:0", "--data-dir", dir)
+	tok := tokenFor(t, dir, "demo")
+	host := "demo.localhost:" + s.port
+	var ids []string
+	for i := range 5 {
+		ids = append(ids, createPatient(t, s, host, tok, fmt.Sprintf("Audited%d", i)))
+	}
+	out := filepath.Join(t.TempDir(), "backup")
+	mustRun(t, "backup", "--data-dir", dir, "--out", out)
+	if err := s.stop(); err != nil {
+		t.Fatal(err)
+	}
+	restored := filepath.Join(t.TempDir(), "restored")
+	mustRun(t, "restore", "--from", out, "--data-dir", restored)
+	s2 := startServer(t, "--addr", "127.0.0.1:0", "--data-dir", restored)
+	tok2 := tokenFor(t, restored, "demo")
+	for _, id := range ids {
+		var n float64
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+			r := call(t, http.MethodGet, s2.url("/fhir/r4/AuditEvent?entity=Patient/"+id+"&subtype=create&_summary=count"), "demo.localhost:"+s2.port, tok2, "")
+			if n, _ = r.json(t)["total"].(float64); n == 1 {
+				break
+			}
+		}
+		if n != 1 {
+			t.Fatalf("the create of Patient/%s has %v audit records in the restored data dir, want 1", id, n)
+		}
+	}
+}
