@@ -18,11 +18,14 @@ import (
 // The outbox announces changes to subscriptions, durably and in the same
 // write as the change:
 //
-//   - A write whose type the attached Outbox wants first inserts an outbox
-//     row {_id: "Type/id/vid"} (all of a transaction's rows before its
-//     journal entry), then writes as usual. The history row is the commit
-//     point and the outbox row exists before it, so a committed change has
-//     its row whatever moment a crash picks.
+//   - A single write whose type the attached Outbox wants inserts an
+//     outbox row {_id: "Type/id/vid"} in the same atomic write as its
+//     history and current rows, on an engine that has them (the embedded
+//     one): the change and its row commit together. Elsewhere, and for a
+//     transaction (all of its rows before its journal entry), the row is
+//     inserted first, then the change written as usual: the history row is
+//     the commit point and the outbox row exists before it, so a committed
+//     change has its row whatever moment a crash picks.
 //   - A row is ready once its history row is visible (its transaction, if
 //     any, finished). A row whose history row never appears (the write
 //     failed, its transaction rolled back) is dropped when older than
@@ -73,9 +76,22 @@ type outboxRow struct {
 // recordChanges inserts the outbox rows of the versions the outbox wants,
 // before they are written; call the returned func once the write is over.
 func (s *Store) recordChanges(ctx context.Context, tenant string, versions []*version) (func(), error) {
+	rows, o := s.outboxRows(tenant, versions)
+	if len(rows) == 0 {
+		return func() {}, nil
+	}
+	if err := s.insertOutboxRows(ctx, tenant, rows); err != nil {
+		return nil, err
+	}
+	return func() { o.Recorded(tenant) }, nil
+}
+
+// outboxRows are the outbox rows of the versions the attached outbox
+// wants recorded, and that outbox (nil rows when none is attached).
+func (s *Store) outboxRows(tenant string, versions []*version) ([]any, Outbox) {
 	p := s.outbox.Load()
 	if p == nil {
-		return func() {}, nil
+		return nil, nil
 	}
 	o := *p
 	var rows []any
@@ -85,13 +101,16 @@ func (s *Store) recordChanges(ctx context.Context, tenant string, versions []*ve
 			rows = append(rows, outboxRow{Key: v.hist.Key, Type: v.hist.Type, ID: v.hist.ID, VID: v.hist.VID, At: at})
 		}
 	}
-	if len(rows) == 0 {
-		return func() {}, nil
-	}
+	return rows, o
+}
+
+// insertOutboxRows inserts rows into the tenant's outbox; a row there
+// already (another writer's of the same version) is kept.
+func (s *Store) insertOutboxRows(ctx context.Context, tenant string, rows []any) error {
 	if err := s.tenantDB(tenant).Collection(outboxCollection).InsertMany(ctx, rows); err != nil && !onlyDuplicates(err) {
-		return nil, dbError("record changes in the outbox", err)
+		return dbError("record changes in the outbox", err)
 	}
-	return func() { o.Recorded(tenant) }, nil
+	return nil
 }
 
 // wanted tells whether the outbox wants version v recorded. A version

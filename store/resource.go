@@ -446,20 +446,32 @@ func (s *Store) write(ctx context.Context, tenant string, in *prepared, id strin
 	if err := s.ensureSearchIndexes(ctx, tenant, in.typ); err != nil {
 		return nil, err
 	}
-	recorded, err := s.recordChanges(ctx, tenant, []*version{v})
-	if err != nil {
-		return nil, err
-	}
-	defer recorded()
-	if err := s.writeOne(ctx, tenant, v, cur != nil); err != nil {
-		return nil, err
+	if _, atomic := s.tenantDB(tenant).(engine.Atomic); atomic {
+		// The outbox row commits with the change: no write of its own.
+		rows, o := s.outboxRows(tenant, []*version{v})
+		if err := s.writeOne(ctx, tenant, v, cur != nil, rows); err != nil {
+			return nil, err
+		}
+		if len(rows) > 0 {
+			o.Recorded(tenant)
+		}
+	} else {
+		recorded, err := s.recordChanges(ctx, tenant, []*version{v})
+		if err != nil {
+			return nil, err
+		}
+		defer recorded()
+		if err := s.writeOne(ctx, tenant, v, cur != nil, nil); err != nil {
+			return nil, err
+		}
 	}
 	s.recheckIndex(ctx, tenant, []*version{v})
 	return v.res, nil
 }
 
-// writeOne stores one version: history row, then current row.
-func (s *Store) writeOne(ctx context.Context, tenant string, v *version, exists bool) error {
+// writeOne stores one version: history row, then current row, and on an
+// atomic engine the version's outbox rows in the same write.
+func (s *Store) writeOne(ctx context.Context, tenant string, v *version, exists bool, outbox []any) error {
 	db := s.tenantDB(tenant)
 	a, atomic := db.(engine.Atomic)
 	if !atomic {
@@ -478,7 +490,13 @@ func (s *Store) writeOne(ctx context.Context, tenant string, v *version, exists 
 		if histErr = db.Collection(historyCollection).InsertOne(ctx, v.historyRow()); histErr != nil {
 			return histErr
 		}
-		return s.putCurrentRow(ctx, tenant, v.hist.Type, &v.doc, v.currentRow(), exists)
+		if err := s.putCurrentRow(ctx, tenant, v.hist.Type, &v.doc, v.currentRow(), exists); err != nil {
+			return err
+		}
+		if len(outbox) == 0 {
+			return nil
+		}
+		return s.insertOutboxRows(ctx, tenant, outbox)
 	})
 	if histErr != nil {
 		return s.historyError(ctx, tenant, v, histErr)

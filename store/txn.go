@@ -518,7 +518,7 @@ func (t *txn) commit(ctx context.Context) error {
 	}
 	defer recorded()
 	if len(versions) == 1 {
-		if err := t.s.writeOne(ctx, t.tenant, versions[0], exists[0]); err != nil {
+		if err := t.s.writeOne(ctx, t.tenant, versions[0], exists[0], nil); err != nil {
 			return &OpError{Index: owner[0], Err: err}
 		}
 	} else if err := t.s.commitJournal(ctx, t.tenant, versions, exists, owner, t.started); err != nil {
