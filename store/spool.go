@@ -79,22 +79,9 @@ func (s *Store) Spooled(ctx context.Context, tenant string) (int64, error) {
 // records left the spool; 0 when it is empty. A tenant that no longer
 // exists has its records dropped (ErrTenantNotFound).
 func (s *Store) Unspool(ctx context.Context, tenant, typ string, limit int, build func(SpoolRecord) ([]byte, error)) (taken int, refused []RefusedRecord, err error) {
-	coll := s.tenantDB(tenant).Collection(spoolCollection)
-	cur, err := coll.Find(ctx, bson.D{}, &engine.FindOptions{Sort: bson.D{{Key: "_id", Value: 1}}, Limit: int64(limit)})
-	if err != nil {
-		return 0, nil, dbError("read spooled records", err)
-	}
-	var records []SpoolRecord
-	if err := engine.All(ctx, cur, &records); err != nil {
-		return 0, nil, dbError("read spooled records", err)
-	}
-	if len(records) == 0 {
-		return 0, nil, nil
-	}
-	if exists, err := s.TenantExists(ctx, tenant); err != nil {
-		return 0, nil, err
-	} else if !exists {
-		return len(records), nil, errors.Join(fmt.Errorf("unspool: %w: %s", ErrTenantNotFound, tenant), s.dropSpooled(ctx, tenant, records))
+	records, gone, err := s.spoolHead(ctx, tenant, limit, "unspool")
+	if len(records) == 0 || gone || err != nil {
+		return len(records), nil, err
 	}
 	pending, err := s.notStored(ctx, tenant, typ, records)
 	if err != nil {
@@ -190,21 +177,9 @@ func (s *Store) dropSpooled(ctx context.Context, tenant string, records []SpoolR
 // spool, 0 when it is empty. A tenant that no longer exists has its
 // records dropped (ErrTenantNotFound).
 func (s *Store) DrainSpool(ctx context.Context, tenant string, limit int, convert func(SpoolRecord) (AuditRecord, error)) (taken int, refused []RefusedRecord, err error) {
-	cur, err := s.tenantDB(tenant).Collection(spoolCollection).Find(ctx, bson.D{}, &engine.FindOptions{Sort: bson.D{{Key: "_id", Value: 1}}, Limit: int64(limit)})
-	if err != nil {
-		return 0, nil, dbError("read spooled records", err)
-	}
-	var records []SpoolRecord
-	if err := engine.All(ctx, cur, &records); err != nil {
-		return 0, nil, dbError("read spooled records", err)
-	}
-	if len(records) == 0 {
-		return 0, nil, nil
-	}
-	if exists, err := s.TenantExists(ctx, tenant); err != nil {
-		return 0, nil, err
-	} else if !exists {
-		return len(records), nil, errors.Join(fmt.Errorf("drain spool: %w: %s", ErrTenantNotFound, tenant), s.dropSpooled(ctx, tenant, records))
+	records, gone, err := s.spoolHead(ctx, tenant, limit, "drain spool")
+	if len(records) == 0 || gone || err != nil {
+		return len(records), nil, err
 	}
 	rows := make([]AuditRecord, 0, len(records))
 	for _, r := range records {
@@ -220,4 +195,29 @@ func (s *Store) DrainSpool(ctx context.Context, tenant string, limit int, conver
 		return 0, nil, err
 	}
 	return len(records), refused, s.dropSpooled(ctx, tenant, records)
+}
+
+// spoolHead reads the oldest limit records of the tenant's spool. When
+// the tenant no longer exists they are dropped, gone is set and the error
+// is ErrTenantNotFound (joined with any failure to drop them), op naming
+// the caller.
+func (s *Store) spoolHead(ctx context.Context, tenant string, limit int, op string) (records []SpoolRecord, gone bool, err error) {
+	cur, err := s.tenantDB(tenant).Collection(spoolCollection).Find(ctx, bson.D{}, &engine.FindOptions{Sort: bson.D{{Key: "_id", Value: 1}}, Limit: int64(limit)})
+	if err != nil {
+		return nil, false, dbError("read spooled records", err)
+	}
+	if err := engine.All(ctx, cur, &records); err != nil {
+		return nil, false, dbError("read spooled records", err)
+	}
+	if len(records) == 0 {
+		return nil, false, nil
+	}
+	exists, err := s.TenantExists(ctx, tenant)
+	if err != nil {
+		return nil, false, err
+	}
+	if !exists {
+		return records, true, errors.Join(fmt.Errorf("%s: %w: %s", op, ErrTenantNotFound, tenant), s.dropSpooled(ctx, tenant, records))
+	}
+	return records, false, nil
 }
